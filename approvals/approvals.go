@@ -1,0 +1,242 @@
+// Package approvals is the approval domain: one pending decision about one
+// exact tool call, who may decide it, and the rules that make a decision
+// count exactly once.
+//
+// An Approval is created pending when a run reaches a gated tool call. It
+// leaves pending exactly once: approved or denied by an owner or developer of
+// the run's project while unexpired, expired by the sweeper once its deadline
+// has passed, or cancelled with its run. Backends enforce the transition with
+// one conditional write and report the losers with the sentinel errors below.
+package approvals
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is where an approval stands.
+type Status string
+
+// The statuses. Expired is not denied: it has its own status, trace reason
+// and wording everywhere.
+const (
+	Pending   Status = "pending"
+	Approved  Status = "approved"
+	Denied    Status = "denied"
+	Expired   Status = "expired"
+	Cancelled Status = "cancelled"
+)
+
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case Pending, Approved, Denied, Expired, Cancelled:
+		return true
+	}
+	return false
+}
+
+// DefaultTimeout is how long an approval stays pending when neither the tool
+// nor the agent sets a timeout (seed 000: 15 minutes).
+const DefaultTimeout = 15 * time.Minute
+
+// Approval is a pending or settled decision about one exact tool call.
+type Approval struct {
+	ID        string `json:"id"`
+	ProjectID string `json:"projectId"`
+	RunID     string `json:"runId"`
+	Agent     string `json:"agent"`
+	EndUserID string `json:"endUserId"`
+	// Deployment is the deployment version the run is pinned to; its tool
+	// schema validates an edited input.
+	Deployment int `json:"deployment"`
+	// StepIndex and StepID name the step; CallID names the call inside the
+	// step (equal to StepID for a tool step, one per proposed call in an agent
+	// loop).
+	StepIndex int    `json:"stepIndex"`
+	StepID    string `json:"stepId"`
+	CallID    string `json:"callId"`
+	Tool      string `json:"tool"`
+	// Input is the resolved input the call will run with; InputDigest binds
+	// it (see Digest). After an approval with an edited input, both hold the
+	// edited input and OriginalInput keeps what was asked.
+	Input         json.RawMessage `json:"input"`
+	InputDigest   string          `json:"inputDigest"`
+	OriginalInput json.RawMessage `json:"originalInput,omitempty"`
+	Reason        string          `json:"reason"`
+	Status        Status          `json:"status"`
+	RequestedAt   time.Time       `json:"requestedAt"`
+	ExpiresAt     time.Time       `json:"expiresAt"`
+	DecidedBy     string          `json:"decidedBy,omitempty"`
+	DecidedAt     time.Time       `json:"decidedAt,omitzero"`
+	Note          string          `json:"note,omitempty"`
+}
+
+// Sentinel errors. Backends return them (wrapped) from their decide
+// operation; the API and CLI translate them into codes and words.
+var (
+	// ErrNotPending: the approval was already decided, expired or cancelled.
+	ErrNotPending = errors.New("approval is not pending")
+	// ErrExpired: the approval is still pending but its deadline has passed;
+	// it can no longer be approved or denied, only expired.
+	ErrExpired = errors.New("approval has expired")
+	// ErrNotDue: an expiry was attempted before the deadline.
+	ErrNotDue = errors.New("approval is not yet due to expire")
+	// ErrForbidden: the actor may not decide approvals.
+	ErrForbidden = errors.New("not allowed to decide approvals")
+)
+
+// Role is what an actor may do in a project.
+type Role string
+
+// The roles. Only owners and developers decide approvals; a customer token
+// (an end user acting through a customer UI) never can.
+const (
+	RoleOwner     Role = "owner"
+	RoleDeveloper Role = "developer"
+	RoleCustomer  Role = "customer"
+	// RoleSystem is Stead itself: the sweeper expiring approvals.
+	RoleSystem Role = "system"
+)
+
+// Actor is who asks for something: a project key, a customer token or Stead.
+type Actor struct {
+	ProjectID string
+	Role      Role
+	// ID names the actor in traces: a key id, "customer:<endUserId>", "system".
+	ID string
+	// EndUserID is set for customer actors.
+	EndUserID string
+}
+
+// CanDecide reports whether the actor may approve or deny an approval of the
+// given project. A foreign project reads as not allowed; callers report it as
+// not found so that ids of other projects are never revealed.
+func (a Actor) CanDecide(projectID string) bool {
+	return a.ProjectID == projectID && (a.Role == RoleOwner || a.Role == RoleDeveloper)
+}
+
+// Digest binds an input to an approval: the hex sha256 of its compact JSON.
+// Two inputs that differ only in whitespace have the same digest.
+func Digest(input json.RawMessage) (string, error) {
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return "", fmt.Errorf("digest input: %w", err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("digest input: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Decision is a request to settle a pending approval.
+type Decision struct {
+	ProjectID  string
+	ApprovalID string
+	// Status is Approved, Denied, Expired or Cancelled.
+	Status Status
+	By     string
+	Note   string
+	// Input, when set on an approval, replaces the approval's input; it must
+	// already be validated against the tool's schema. InputDigest is its Digest.
+	Input       json.RawMessage
+	InputDigest string
+	At          time.Time
+}
+
+// Check tells whether the decision may settle a as it stands at d.At. It is
+// the rule every backend's conditional write enforces; backends call it while
+// holding the approval (bbolt) or mirror it in a condition expression
+// (DynamoDB).
+func (d Decision) Check(a Approval) error {
+	if a.ProjectID != d.ProjectID {
+		return errForeign
+	}
+	if a.Status != Pending {
+		return ErrNotPending
+	}
+	switch d.Status {
+	case Approved, Denied:
+		if !d.At.Before(a.ExpiresAt) {
+			return ErrExpired
+		}
+	case Expired:
+		if d.At.Before(a.ExpiresAt) {
+			return ErrNotDue
+		}
+	case Cancelled:
+	default:
+		return fmt.Errorf("decision status %q is not a decision", d.Status)
+	}
+	return nil
+}
+
+// errForeign is returned by Check for an approval of another project. Backends
+// translate it to their not-found error.
+var errForeign = errors.New("approval belongs to another project")
+
+// IsForeign reports whether err came from Check refusing a foreign approval.
+func IsForeign(err error) bool { return errors.Is(err, errForeign) }
+
+// Apply returns a settled as the decision says. It does not check; call
+// Check first.
+func (d Decision) Apply(a Approval) Approval {
+	a.Status = d.Status
+	a.DecidedBy = d.By
+	a.DecidedAt = d.At
+	a.Note = d.Note
+	if d.Status == Approved && d.Input != nil {
+		if a.OriginalInput == nil {
+			a.OriginalInput = a.Input
+		}
+		a.Input = d.Input
+		a.InputDigest = d.InputDigest
+	}
+	return a
+}
+
+// ExpiredMessage is the words for an approval that can no longer be decided:
+// "approval apr_… expired at 12:03:04Z (3m ago); it can no longer be approved".
+func ExpiredMessage(a Approval, now time.Time) string {
+	return fmt.Sprintf("approval %s expired at %s (%s ago); it can no longer be %s",
+		a.ID, a.ExpiresAt.UTC().Format("15:04:05Z"), Ago(now.Sub(a.ExpiresAt)), "approved")
+}
+
+// NotPendingMessage is the words for an approval already settled.
+func NotPendingMessage(a Approval, now time.Time) string {
+	switch a.Status {
+	case Expired:
+		return ExpiredMessage(a, now)
+	case Cancelled:
+		return fmt.Sprintf("approval %s was cancelled with its run at %s; check the run trace",
+			a.ID, a.DecidedAt.UTC().Format("15:04:05Z"))
+	}
+	by := ""
+	if a.DecidedBy != "" {
+		by = " by " + a.DecidedBy
+	}
+	return fmt.Sprintf("approval %s was already %s%s at %s; check the run trace instead of deciding again",
+		a.ID, a.Status, by, a.DecidedAt.UTC().Format("15:04:05Z"))
+}
+
+// Ago renders a duration the way people say it: "45s", "3m", "2h", "4d".
+func Ago(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}

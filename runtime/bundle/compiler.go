@@ -1,0 +1,193 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
+)
+
+// Options configure a Compiler.
+type Options struct {
+	// MaxSize bounds an accepted bundle; DefaultMaxSize when zero.
+	MaxSize int
+	// CacheSize is how many compiled bundles stay cached; 64 when zero.
+	CacheSize int
+	// Setup prepares the throwaway runtime that evaluates a bundle's top
+	// level to list its exports, so that top-level code sees the globals
+	// handlers get. Nil leaves a bare (hardened) runtime.
+	Setup func(vm *goja.Runtime) error
+	// EvalTimeout bounds that evaluation; 5s when zero.
+	EvalTimeout time.Duration
+}
+
+// Compiler compiles ESM bundles once per digest and caches the result.
+// It is safe for concurrent use.
+type Compiler struct {
+	opts  Options
+	cache *lru.Cache[string, *Bundle]
+	group singleflight.Group
+}
+
+// NewCompiler returns a Compiler.
+func NewCompiler(o Options) *Compiler {
+	if o.CacheSize <= 0 {
+		o.CacheSize = 64
+	}
+	if o.EvalTimeout <= 0 {
+		o.EvalTimeout = 5 * time.Second
+	}
+	cache, err := lru.New[string, *Bundle](o.CacheSize)
+	if err != nil {
+		panic(err) // only for a non-positive size, excluded above
+	}
+	return &Compiler{opts: o, cache: cache}
+}
+
+// Get returns the compiled bundle with that digest if it is cached.
+func (c *Compiler) Get(digest string) (*Bundle, bool) {
+	return c.cache.Get(digest)
+}
+
+// Load compiles an ESM bundle (or returns the cached compilation of the same
+// bytes). name is the bundle's file name, used in errors and stacks. Errors
+// are *Error for a bad bundle.
+func (c *Compiler) Load(ctx context.Context, name string, esm []byte) (*Bundle, error) {
+	if err := checkSize(name, len(esm), c.opts.MaxSize); err != nil {
+		return nil, err
+	}
+	digest := Digest(esm)
+	if b, ok := c.cache.Get(digest); ok {
+		return b, nil
+	}
+	v, err, _ := c.group.Do(digest, func() (any, error) {
+		if b, ok := c.cache.Get(digest); ok {
+			return b, nil
+		}
+		b, err := c.compile(ctx, name, digest, esm)
+		if err != nil {
+			return nil, err
+		}
+		c.cache.Add(digest, b)
+		return b, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Bundle), nil
+}
+
+// sourceMapURL is the only source map the parser may load: the one esbuild
+// made for this bundle. Anything else a bundle names is refused, so no file
+// is ever read from disk.
+const sourceMapURL = "stead-bundle.js.map"
+
+func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte) (*Bundle, error) {
+	code, sm, err := toScript(name, esm)
+	if err != nil {
+		return nil, err
+	}
+	src := wrapperHead + string(code) + "\n//# sourceMappingURL=" + sourceMapURL + "\n})"
+	ast, err := goja.Parse(name, src, parser.WithSourceMapLoader(func(path string) ([]byte, error) {
+		if path == sourceMapURL && sm != nil {
+			return sm, nil
+		}
+		return nil, fmt.Errorf("source map %q is not loaded", path)
+	}))
+	if err != nil {
+		return nil, &Error{Code: CodeSyntax, File: name, Message: err.Error()}
+	}
+	prog, err := goja.CompileAST(ast, true)
+	if err != nil {
+		return nil, &Error{Code: CodeSyntax, File: name, Message: err.Error()}
+	}
+	b := &Bundle{Name: name, Digest: digest, Source: esm, Program: prog}
+	if b.Exports, err = c.exports(ctx, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// wrapperHead opens the function the script evaluates to. It stays on the
+// script's first line so that lines keep their numbers.
+const wrapperHead = "(function(module, exports, require){"
+
+// exports evaluates the bundle's top level in a throwaway runtime.
+func (c *Compiler) exports(ctx context.Context, b *Bundle) (list []Export, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.EvalTimeout)
+	defer cancel()
+	vm := NewRuntime()
+	if c.opts.Setup != nil {
+		if err := c.opts.Setup(vm); err != nil {
+			return nil, fmt.Errorf("prepare runtime: %w", err)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() { vm.Interrupt(ctx.Err()) })
+	defer stop()
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Code: CodeEvaluation, File: b.Name, Message: fmt.Sprintf("top-level code panicked: %v", r)}
+		}
+	}()
+	obj, err := Instantiate(vm, b)
+	if err != nil {
+		return nil, &Error{Code: CodeEvaluation, File: b.Name, Message: "top-level code failed: " + err.Error()}
+	}
+	for _, k := range obj.Keys() {
+		_, isFn := goja.AssertFunction(obj.Get(k))
+		list = append(list, Export{Name: k, Function: isFn})
+	}
+	if len(list) == 0 {
+		return nil, &Error{Code: CodeNoExports, File: b.Name,
+			Message: "the bundle has no exports; export each tool handler by name (export async function refundOrder(input, context) {…})"}
+	}
+	slices.SortFunc(list, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// NewRuntime returns a goja runtime with the hardening every runtime that
+// runs bundle code needs: no source maps are ever read (goja would read any
+// file a sourceMappingURL names, also for eval and Function), and a bounded
+// call stack (unbounded recursion through a built-in kills the process).
+func NewRuntime() *goja.Runtime {
+	vm := goja.New()
+	vm.SetParserOptions(parser.WithDisableSourceMaps)
+	vm.SetMaxCallStackSize(MaxCallStackSize)
+	vm.SetFieldNameMapper(goja.TagFieldNameMapper("json", true))
+	return vm
+}
+
+// MaxCallStackSize is the call depth past which a runtime throws a stack
+// overflow error.
+const MaxCallStackSize = 1000
+
+// Instantiate evaluates the bundle's top level on vm and returns its exports
+// object. Call it once per runtime.
+func Instantiate(vm *goja.Runtime, b *Bundle) (*goja.Object, error) {
+	fnv, err := vm.RunProgram(b.Program)
+	if err != nil {
+		return nil, err
+	}
+	fn, ok := goja.AssertFunction(fnv)
+	if !ok {
+		return nil, errors.New("bundle program did not evaluate to a function")
+	}
+	module, exports := vm.NewObject(), vm.NewObject()
+	if err := module.Set("exports", exports); err != nil {
+		return nil, err
+	}
+	require := vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		panic(vm.NewTypeError("require(%q) is not available: Stead handlers run a self-contained bundle; bundle the dependency with `stead deploy`", call.Argument(0).String()))
+	})
+	if _, err := fn(goja.Undefined(), module, exports, require); err != nil {
+		return nil, err
+	}
+	return module.Get("exports").ToObject(vm), nil
+}

@@ -1,0 +1,375 @@
+// Package store is Stead's storage seam: the records every shape keeps
+// (projects, keys, deployments, runs, their trace, approvals, broker records)
+// and the one Store interface that the embedded bbolt backend and the
+// DynamoDB backend implement. Both pass the same conformance suite,
+// store/storetest.
+//
+// Every write that moves a run is conditional: on the run's Version (and, for
+// claims, its lease). A stale write returns ErrConflict and changes nothing.
+// Backends translate their own failures into the sentinel errors of this
+// package and of package approvals, in one place each.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"stead/approvals"
+)
+
+// Sentinel errors. Methods wrap them with %w; test with errors.Is.
+var (
+	// ErrNotFound: no such record (or it belongs to another project).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a conditional write lost: stale version, lease held by
+	// another worker, step already recorded.
+	ErrConflict = errors.New("conflict")
+	// ErrExists: a record with that identity already exists.
+	ErrExists = errors.New("already exists")
+)
+
+// RunStatus is where a run stands.
+type RunStatus string
+
+// Run statuses: queued → running → (awaiting-approval → queued → running)* →
+// succeeded | failed | cancelled.
+const (
+	RunQueued           RunStatus = "queued"
+	RunRunning          RunStatus = "running"
+	RunAwaitingApproval RunStatus = "awaiting-approval"
+	RunSucceeded        RunStatus = "succeeded"
+	RunFailed           RunStatus = "failed"
+	RunCancelled        RunStatus = "cancelled"
+)
+
+// Terminal reports whether a run in status s will never change again.
+func (s RunStatus) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// Valid reports whether s is a run status.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunQueued, RunRunning, RunAwaitingApproval, RunSucceeded, RunFailed, RunCancelled:
+		return true
+	}
+	return false
+}
+
+// Trust is a run's trust level. It only ever goes down.
+type Trust string
+
+// Trust levels.
+const (
+	Trusted   Trust = "trusted"
+	Untrusted Trust = "untrusted"
+)
+
+// Costs are measured usage, summed per step and per run.
+type Costs struct {
+	TokensInput  int64   `json:"tokensInput"`
+	TokensOutput int64   `json:"tokensOutput"`
+	CostUSD      float64 `json:"costUsd"`
+}
+
+// Add returns the sum of c and o.
+func (c Costs) Add(o Costs) Costs {
+	return Costs{c.TokensInput + o.TokensInput, c.TokensOutput + o.TokensOutput, c.CostUSD + o.CostUSD}
+}
+
+// IsZero reports whether nothing was recorded.
+func (c Costs) IsZero() bool { return c == Costs{} }
+
+// RunError is why a run failed or was cancelled. Code is stable and
+// machine-readable: approval-denied, approval-expired, policy-denied,
+// invalid-input, handler-error, cancelled, …
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Step names the step that failed, when one did.
+	Step string `json:"step,omitempty"`
+}
+
+// Run is one execution of an agent for one end user.
+type Run struct {
+	ID        string `json:"id"`
+	ProjectID string `json:"projectId"`
+	Agent     string `json:"agent"`
+	EndUserID string `json:"endUserId"`
+	// Deployment is the version the run is pinned to.
+	Deployment int             `json:"deployment"`
+	Status     RunStatus       `json:"status"`
+	Input      json.RawMessage `json:"input"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *RunError       `json:"error,omitempty"`
+	Trust      Trust           `json:"trust"`
+	// TrustOrigin says what lowered the trust.
+	TrustOrigin string `json:"trustOrigin,omitempty"`
+	Costs       Costs  `json:"costs"`
+	// Cursor is the index of the next step to execute.
+	Cursor int `json:"cursor"`
+	// StepState is the engine's opaque progress inside the step at Cursor (an
+	// agent loop's conversation). Cleared when the step completes.
+	StepState json.RawMessage `json:"stepState,omitempty"`
+	// ApprovalID is the approval of the current step's gated call, set while
+	// awaiting approval and kept until that step completes.
+	ApprovalID string `json:"approvalId,omitempty"`
+	// IdempotencyKey and RequestDigest come from the create request's
+	// Idempotency-Key header and body; a key is unique per project.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	RequestDigest  string `json:"requestDigest,omitempty"`
+	// LeaseOwner holds a running run until LeaseUntil. A queued run carries a
+	// dispatch deadline in LeaseUntil: past it, the sweeper dispatches again.
+	LeaseOwner string    `json:"leaseOwner,omitempty"`
+	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
+	// Attempts counts claims of the step at Cursor (1 on the first claim).
+	Attempts int `json:"attempts"`
+	// Version increments with every write; updates are conditional on it.
+	Version int64 `json:"version"`
+	// LastSeq is the sequence number of the run's last event.
+	LastSeq    int64     `json:"lastSeq"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// Event is one line of a run's trace. Seq starts at 1 and has no gaps.
+type Event struct {
+	RunID string    `json:"runId"`
+	Seq   int64     `json:"seq"`
+	Type  string    `json:"type"`
+	At    time.Time `json:"at"`
+	// Step is the id of the step the event belongs to, if any.
+	Step string `json:"step,omitempty"`
+	// Data is the event's payload, a JSON object.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Step is the record of a completed step: written once, never overwritten.
+// Its existence is what makes a completed step never run again.
+type Step struct {
+	RunID          string          `json:"runId"`
+	Index          int             `json:"index"`
+	ID             string          `json:"id"`
+	Output         json.RawMessage `json:"output"`
+	Costs          Costs           `json:"costs"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	CompletedAt    time.Time       `json:"completedAt"`
+}
+
+// Project is a tenant.
+type Project struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// SigningKey signs customer tokens and broker tokens. Secret.
+	SigningKey []byte    `json:"signingKey"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// APIKey is a project key. Only its hash is stored.
+type APIKey struct {
+	ID        string          `json:"id"`
+	ProjectID string          `json:"projectId"`
+	Name      string          `json:"name"`
+	Role      approvals.Role  `json:"role"`
+	Hash      string          `json:"hash"`
+	// Prefix is the first characters of the key, for recognising it in lists.
+	Prefix    string    `json:"prefix"`
+	CreatedAt time.Time `json:"createdAt"`
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+}
+
+// Deployment is an immutable, numbered version of a project's bundle and
+// config.
+type Deployment struct {
+	ProjectID string `json:"projectId"`
+	// Version is assigned by CreateDeployment: 1, 2, 3, … per project.
+	Version int `json:"version"`
+	// Digest is the sha256 (hex) of the bundle as deployed; the bundle itself
+	// lives in the blob store under that digest.
+	Digest     string          `json:"digest"`
+	BundleSize int64           `json:"bundleSize"`
+	Config     json.RawMessage `json:"config"`
+	Agents     []string        `json:"agents"`
+	CreatedBy  string          `json:"createdBy"`
+	CreatedAt  time.Time       `json:"createdAt"`
+}
+
+// BrokerRecord is one value in a handler's scoped data: a collection and key
+// inside a project and end user.
+type BrokerRecord struct {
+	ProjectID  string          `json:"projectId"`
+	EndUserID  string          `json:"endUserId"`
+	Collection string          `json:"collection"`
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+}
+
+// BrokerScope is the part of the broker a caller may touch.
+type BrokerScope struct {
+	ProjectID string
+	EndUserID string
+}
+
+// RunFilter selects runs of one project, newest first.
+type RunFilter struct {
+	ProjectID string
+	Status    RunStatus // optional
+	Agent     string    // optional
+	EndUserID string    // optional
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+	Limit  int
+}
+
+// ApprovalOrder orders approval lists.
+type ApprovalOrder string
+
+// Orders: newest request first (default) or soonest expiry first.
+const (
+	NewestFirst   ApprovalOrder = "newest"
+	ExpiringFirst ApprovalOrder = "expiring"
+)
+
+// ApprovalFilter selects approvals of one project.
+type ApprovalFilter struct {
+	ProjectID string
+	// Status is optional; empty means all.
+	Status approvals.Status
+	RunID  string // optional
+	Order  ApprovalOrder
+	Cursor string
+	Limit  int
+}
+
+// Page is a page of results and the cursor to the next one ("" when done).
+type Page[T any] struct {
+	Items      []T
+	NextCursor string
+}
+
+// RunCommit is one conditional write that moves a run.
+type RunCommit struct {
+	// Run is the new state. Its Version must equal the stored version; the
+	// store stores Version+1 and advances LastSeq over Events.
+	Run Run
+	// Events are appended in order after the run's last event; the store
+	// assigns their Seq and RunID.
+	Events []Event
+	// Step, if set, records a completed step. ErrConflict if the step is
+	// already recorded; nothing is written then.
+	Step *Step
+	// Approval, if set, is a new pending approval to create with the commit.
+	Approval *approvals.Approval
+}
+
+// ClaimParams asks for a run's lease.
+type ClaimParams struct {
+	RunID string
+	Owner string
+	Until time.Time
+	Now   time.Time
+}
+
+// DecideParams settles an approval and moves its run in one conditional
+// write.
+type DecideParams struct {
+	Decision approvals.Decision
+	// RunStatus is the run's new status: queued on approve (with LeaseUntil
+	// as its dispatch deadline), failed on deny or expiry, cancelled on cancel.
+	RunStatus RunStatus
+	RunError  *RunError
+	// LeaseUntil is the queued run's dispatch deadline.
+	LeaseUntil time.Time
+	// Events are appended to the run's trace with the decision.
+	Events []Event
+}
+
+// Store keeps everything. Implementations are safe for concurrent use.
+type Store interface {
+	// CreateProject stores a new project; ErrExists if the id is taken.
+	CreateProject(ctx context.Context, p Project) error
+	// GetProject returns a project or ErrNotFound.
+	GetProject(ctx context.Context, id string) (Project, error)
+
+	// CreateAPIKey stores a key; ErrExists if its id or hash is taken.
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// GetAPIKeyByHash finds a key (revoked ones too) or ErrNotFound.
+	GetAPIKeyByHash(ctx context.Context, hash string) (APIKey, error)
+	// ListAPIKeys lists a project's keys, oldest first.
+	ListAPIKeys(ctx context.Context, projectID string) ([]APIKey, error)
+	// RevokeAPIKey marks a key revoked at the given time; ErrNotFound if the
+	// project has no such key. Revoking twice keeps the first time.
+	RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (APIKey, error)
+
+	// CreateDeployment stores d as the project's next version and returns it
+	// with Version set.
+	CreateDeployment(ctx context.Context, d Deployment) (Deployment, error)
+	// GetDeployment returns one version or ErrNotFound.
+	GetDeployment(ctx context.Context, projectID string, version int) (Deployment, error)
+	// LatestDeployment returns the highest version or ErrNotFound.
+	LatestDeployment(ctx context.Context, projectID string) (Deployment, error)
+	// ListDeployments lists versions, newest first.
+	ListDeployments(ctx context.Context, projectID string, cursor string, limit int) (Page[Deployment], error)
+
+	// CreateRun stores a new run (Version 1) with its first events. If the
+	// run's IdempotencyKey is already used in the project, it returns the
+	// existing run and ErrExists, writing nothing; ErrExists too if the id is
+	// taken.
+	CreateRun(ctx context.Context, r Run, events []Event) (Run, error)
+	// GetRun returns a run or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns lists a project's runs, newest first.
+	ListRuns(ctx context.Context, f RunFilter) (Page[Run], error)
+	// CommitRun applies c in one conditional write and returns the stored
+	// run. ErrConflict if the version is stale or the step already recorded;
+	// ErrNotFound if there is no such run.
+	CommitRun(ctx context.Context, c RunCommit) (Run, error)
+	// ClaimRun gives p.Owner the run's lease until p.Until if the run is
+	// queued, or running with a lease that ran out before p.Now. The run
+	// becomes running, its Version increments and Attempts counts the claim.
+	// ErrConflict if the run cannot be claimed, ErrNotFound if missing.
+	ClaimRun(ctx context.Context, p ClaimParams) (Run, error)
+	// ListStalledRuns lists runs of any project that are queued or running
+	// with LeaseUntil before now, oldest lease first.
+	ListStalledRuns(ctx context.Context, now time.Time, limit int) ([]Run, error)
+
+	// ListEvents returns a run's events with Seq > afterSeq, in order.
+	ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
+	// GetStep returns a completed step record or ErrNotFound.
+	GetStep(ctx context.Context, runID string, index int) (Step, error)
+	// ListSteps returns a run's completed steps in index order.
+	ListSteps(ctx context.Context, runID string) ([]Step, error)
+
+	// GetApproval returns an approval or ErrNotFound.
+	GetApproval(ctx context.Context, id string) (approvals.Approval, error)
+	// ListApprovals lists a project's approvals.
+	ListApprovals(ctx context.Context, f ApprovalFilter) (Page[approvals.Approval], error)
+	// ListDueApprovals lists pending approvals of any project whose
+	// ExpiresAt is at or before now, soonest first.
+	ListDueApprovals(ctx context.Context, now time.Time, limit int) ([]approvals.Approval, error)
+	// DecideApproval settles an approval if p.Decision.Check allows it, and
+	// moves its run with it (status, error, events), in one conditional
+	// write. It returns the settled approval and the run. Errors:
+	// ErrNotFound for a missing or foreign approval; approvals.ErrNotPending
+	// (with the approval as it stands) if already settled;
+	// approvals.ErrExpired for an approve or deny past the deadline;
+	// approvals.ErrNotDue for an expiry before it; ErrConflict if the run is
+	// no longer awaiting this approval.
+	DecideApproval(ctx context.Context, p DecideParams) (approvals.Approval, Run, error)
+
+	// GetBrokerRecord returns a record or ErrNotFound.
+	GetBrokerRecord(ctx context.Context, s BrokerScope, collection, key string) (BrokerRecord, error)
+	// PutBrokerRecord creates or replaces a record.
+	PutBrokerRecord(ctx context.Context, r BrokerRecord) error
+	// DeleteBrokerRecord removes a record; ErrNotFound if absent.
+	DeleteBrokerRecord(ctx context.Context, s BrokerScope, collection, key string) error
+	// ListBrokerRecords lists a collection in key order.
+	ListBrokerRecords(ctx context.Context, s BrokerScope, collection, cursor string, limit int) (Page[BrokerRecord], error)
+
+	// Close releases the store's resources.
+	Close() error
+}
