@@ -1,0 +1,334 @@
+package bundle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"stead/runtime/bundle"
+)
+
+func load(t *testing.T, c *bundle.Compiler, src string) (*bundle.Bundle, error) {
+	t.Helper()
+	return c.Load(context.Background(), "handlers.mjs", []byte(src))
+}
+
+func mustLoad(t *testing.T, c *bundle.Compiler, src string) *bundle.Bundle {
+	t.Helper()
+	b, err := load(t, c, src)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return b
+}
+
+// wantError asserts err is a *bundle.Error with the code and that its text
+// names file:line and contains the fragment.
+func wantError(t *testing.T, err error, code, at, fragment string) {
+	t.Helper()
+	be, ok := bundle.AsError(err)
+	if !ok {
+		t.Fatalf("error = %v (%T), want *bundle.Error %s", err, err, code)
+	}
+	if be.Code != code {
+		t.Errorf("code = %q, want %q (%v)", be.Code, code, err)
+	}
+	if !strings.Contains(err.Error(), at) {
+		t.Errorf("error %q does not name %q", err, at)
+	}
+	if !strings.Contains(err.Error(), fragment) {
+		t.Errorf("error %q does not say %q", err, fragment)
+	}
+}
+
+func TestLoadListsExports(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{})
+	b := mustLoad(t, c, `
+export async function refundOrder(input, context) { return { ok: true } }
+export function listOrders() { return [] }
+export const version = "1.0.0";
+export default function main() {}
+`)
+	want := []bundle.Export{{"default", true}, {"listOrders", true}, {"refundOrder", true}, {"version", false}}
+	if fmt.Sprint(b.Exports) != fmt.Sprint(want) {
+		t.Errorf("exports = %v, want %v", b.Exports, want)
+	}
+	if got := strings.Join(b.Functions(), ","); got != "default,listOrders,refundOrder" {
+		t.Errorf("functions = %s", got)
+	}
+	if e, ok := b.Export("version"); !ok || e.Function {
+		t.Errorf("Export(version) = %v, %v", e, ok)
+	}
+	if _, ok := b.Export("nope"); ok {
+		t.Error("Export(nope) found")
+	}
+	if b.Digest != bundle.Digest(b.Source) || len(b.Digest) != 64 {
+		t.Errorf("digest %q is not the sha256 of the source", b.Digest)
+	}
+}
+
+func TestLoadCachesByDigest(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{})
+	src := `export function a() { return 1 }`
+	var wg sync.WaitGroup
+	got := make([]*bundle.Bundle, 10)
+	for i := range got {
+		wg.Go(func() { got[i] = mustLoad(t, c, src) })
+	}
+	wg.Wait()
+	for i, b := range got {
+		if b != got[0] {
+			t.Fatalf("load %d returned a different compilation", i)
+		}
+	}
+	if b, ok := c.Get(got[0].Digest); !ok || b != got[0] {
+		t.Error("Get(digest) misses a loaded bundle")
+	}
+	if _, ok := c.Get(bundle.Digest([]byte("other"))); ok {
+		t.Error("Get finds a bundle never loaded")
+	}
+	other := mustLoad(t, c, src+"\n")
+	if other == got[0] || other.Digest == got[0].Digest {
+		t.Error("different bytes share a compilation")
+	}
+}
+
+func TestCacheIsBounded(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{CacheSize: 2})
+	first := mustLoad(t, c, `export const a = 1`)
+	mustLoad(t, c, `export const b = 1`)
+	mustLoad(t, c, `export const c = 1`)
+	if _, ok := c.Get(first.Digest); ok {
+		t.Error("the least recently used bundle is still cached past the bound")
+	}
+}
+
+func TestLoadRefusesBadBundles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret.js")
+	if err := os.WriteFile(secret, []byte("export default 'top secret'"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, src, code, at, fragment string
+	}{
+		{"top-level await", "export const a = 1;\nexport const b = await Promise.resolve(2);\n",
+			bundle.CodeTopLevelAwait, "handlers.mjs:2:", "top-level await is not supported"},
+		{"node builtin", "\nimport fs from 'fs';\nexport function f() { return fs }\n",
+			bundle.CodeUnresolvedImport, "handlers.mjs:2:", `"fs"`},
+		{"file on the server", "import s from " + fmt.Sprintf("%q", secret) + ";\nexport const leak = s;\n",
+			bundle.CodeUnresolvedImport, "handlers.mjs:1:", "self-contained"},
+		{"dynamic import", "export async function f() { return import('./x.js') }\n",
+			bundle.CodeUnresolvedImport, "handlers.mjs:1:", `"./x.js"`},
+		{"require call", "export function f() {\n  return require('child_process')\n}\n",
+			bundle.CodeUnresolvedImport, "handlers.mjs:2:", `"child_process"`},
+		{"syntax", "export function f( {\n", bundle.CodeSyntax, "handlers.mjs:", "Expected"},
+		{"no exports", "const a = 1;\n", bundle.CodeNoExports, "handlers.mjs", "has no exports"},
+		{"top-level throw", "export const a = 1;\nthrow new TypeError('boot failed');\n",
+			bundle.CodeEvaluation, "handlers.mjs", "boot failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, bundle.NewCompiler(bundle.Options{}), tc.src)
+			wantError(t, err, tc.code, tc.at, tc.fragment)
+		})
+	}
+}
+
+func TestLoadRefusesOversizedBundle(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{MaxSize: 1024})
+	_, err := load(t, c, "export const s = '"+strings.Repeat("x", 2000)+"';")
+	wantError(t, err, bundle.CodeTooLarge, "handlers.mjs", "over the 1.0 KiB limit")
+}
+
+func TestTopLevelLoopIsStopped(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{EvalTimeout: 50 * time.Millisecond})
+	_, err := load(t, c, "export const a = 1;\nwhile (true) {}\n")
+	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs", "deadline exceeded")
+}
+
+func TestSetupPreparesTheEvaluatingRuntime(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{Setup: func(vm *goja.Runtime) error {
+		return vm.Set("hostGreeting", "hello")
+	}})
+	b := mustLoad(t, c, "const g = hostGreeting;\nexport function greet() { return g }\n")
+	if _, ok := b.Export("greet"); !ok {
+		t.Fatal("greet not exported")
+	}
+	bare := bundle.NewCompiler(bundle.Options{})
+	_, err := load(t, bare, "const g = hostGreeting;\nexport function greet() { return g }\n")
+	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs", "hostGreeting is not defined")
+}
+
+// run instantiates b on a fresh runtime and returns the settled value of
+// calling export name, or the thrown error.
+func run(t *testing.T, b *bundle.Bundle, name string) (goja.Value, *goja.Runtime, error) {
+	t.Helper()
+	vm := bundle.NewRuntime()
+	exports, err := bundle.Instantiate(vm, b)
+	if err != nil {
+		t.Fatalf("instantiate: %v", err)
+	}
+	fn, ok := goja.AssertFunction(exports.Get(name))
+	if !ok {
+		t.Fatalf("%s is not a function", name)
+	}
+	v, err := fn(goja.Undefined())
+	if err != nil {
+		return nil, vm, err
+	}
+	if p, ok := v.Export().(*goja.Promise); ok {
+		switch p.State() {
+		case goja.PromiseStateFulfilled:
+			return p.Result(), vm, nil
+		case goja.PromiseStateRejected:
+			return nil, vm, fmt.Errorf("rejected: %s", p.Result().ToObject(vm).Get("stack"))
+		default:
+			t.Fatal("promise still pending")
+		}
+	}
+	return v, vm, nil
+}
+
+func TestLowersSyntaxGojaLacks(t *testing.T) {
+	t.Parallel()
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), `
+async function* numbers() { yield 1; yield 2; yield 3 }
+export async function sum() {
+  let s = 0;
+  for await (const n of numbers()) s += n;
+  return s;
+}
+`)
+	v, _, err := run(t, b, "sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.ToInteger() != 6 {
+		t.Errorf("sum = %v, want 6", v)
+	}
+}
+
+func TestStacksNameBundleLines(t *testing.T) {
+	t.Parallel()
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), `export const a = 1;
+
+export async function boom() {
+  await null;
+  throw new Error("card declined");
+}
+`)
+	_, _, err := run(t, b, "boom")
+	if err == nil || !strings.Contains(err.Error(), "card declined") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(err.Error(), "handlers.mjs:5:") {
+		t.Errorf("stack %q does not point at handlers.mjs:5", err)
+	}
+}
+
+func TestBundleCodeIsStrict(t *testing.T) {
+	t.Parallel()
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), `export function leak() { undeclared = 1; return 1 }`)
+	_, _, err := run(t, b, "leak")
+	if err == nil || !strings.Contains(err.Error(), "undeclared") {
+		t.Errorf("assigning an undeclared variable did not throw in strict mode: %v", err)
+	}
+}
+
+func TestRequireAtRunTimeSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), `export function f() { const r = require; return r("os") }`)
+	_, _, err := run(t, b, "f")
+	if err == nil || !strings.Contains(err.Error(), `require("os") is not available`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestRuntimeIsHardened(t *testing.T) {
+	t.Parallel()
+	// A source map comment in eval'd code must not make the parser read a file.
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "map")
+	if err := mkfifo(fifo); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	vm := bundle.NewRuntime()
+	done := make(chan error, 1)
+	go func() {
+		_, err := vm.RunString(fmt.Sprintf("eval(%q)", "1\n//# sourceMappingURL="+fifo))
+		done <- err
+	}()
+	// Opening a fifo for reading blocks until a writer appears; a runtime that
+	// tried would never return.
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("eval: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("eval with a sourceMappingURL blocked: the parser opened the named file")
+	}
+
+	_, err := bundle.NewRuntime().RunString("function f() { return [1].map(f) }; f()")
+	var so *goja.StackOverflowError
+	if !errors.As(err, &so) {
+		t.Errorf("unbounded recursion through a built-in: err = %v, want a stack overflow", err)
+	}
+}
+
+func TestPackBundlesASourceEntry(t *testing.T) {
+	t.Parallel()
+	esm, err := bundle.Pack(context.Background(), "testdata/src/index.ts", bundle.PackOptions{})
+	if err != nil {
+		t.Fatalf("pack: %v", err)
+	}
+	if strings.Contains(string(esm), "import ") && strings.Contains(string(esm), "from \"") {
+		t.Errorf("packed bundle still imports:\n%s", esm)
+	}
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), string(esm))
+	if got := strings.Join(b.Functions(), ","); got != "listOrders,refundOrder" {
+		t.Errorf("functions = %s", got)
+	}
+	vm := bundle.NewRuntime()
+	exports, err := bundle.Instantiate(vm, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, _ := goja.AssertFunction(exports.Get("refundOrder"))
+	in, _ := vm.RunString(`({ item: { id: "o1", amount: 1250 } })`)
+	pv, err := fn(goja.Undefined(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pv.Export().(*goja.Promise).Result().ToObject(vm).Get("refunded").String()
+	if got != "$12.50" {
+		t.Errorf("refundOrder through the bundled dependency = %q, want $12.50", got)
+	}
+}
+
+func TestPackRefusesWhatCannotBeBundled(t *testing.T) {
+	t.Parallel()
+	_, err := bundle.Pack(context.Background(), "testdata/uses-fs.js", bundle.PackOptions{})
+	wantError(t, err, bundle.CodeUnresolvedImport, "uses-fs.js:1:", `"fs"`)
+	_, err = bundle.Pack(context.Background(), "testdata/missing-dep.js", bundle.PackOptions{})
+	wantError(t, err, bundle.CodeUnresolvedImport, "missing-dep.js:1:", "npm install")
+	_, err = bundle.Pack(context.Background(), "testdata/src/index.ts", bundle.PackOptions{MaxSize: 100})
+	wantError(t, err, bundle.CodeTooLarge, "index.ts", "over the 100 bytes limit")
+}

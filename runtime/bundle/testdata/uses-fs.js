@@ -1,0 +1,5 @@
+import { readFileSync } from "fs";
+
+export function secrets() {
+  return readFileSync("/etc/passwd", "utf8");
+}
