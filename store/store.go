@@ -28,6 +28,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrExists: a record with that identity already exists.
 	ErrExists = errors.New("already exists")
+	// ErrInvalidCursor: a list cursor that this list did not hand out.
+	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
 // RunStatus is where a run stands.
@@ -170,11 +172,11 @@ type Project struct {
 
 // APIKey is a project key. Only its hash is stored.
 type APIKey struct {
-	ID        string          `json:"id"`
-	ProjectID string          `json:"projectId"`
-	Name      string          `json:"name"`
-	Role      approvals.Role  `json:"role"`
-	Hash      string          `json:"hash"`
+	ID        string         `json:"id"`
+	ProjectID string         `json:"projectId"`
+	Name      string         `json:"name"`
+	Role      approvals.Role `json:"role"`
+	Hash      string         `json:"hash"`
 	// Prefix is the first characters of the key, for recognising it in lists.
 	Prefix    string    `json:"prefix"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -225,6 +227,12 @@ type RunFilter struct {
 	Limit  int
 }
 
+// Page sizes of every list.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
 // ApprovalOrder orders approval lists.
 type ApprovalOrder string
 
@@ -246,6 +254,8 @@ type ApprovalFilter struct {
 }
 
 // Page is a page of results and the cursor to the next one ("" when done).
+// Lists take a limit: 0 or less means DefaultLimit, more than MaxLimit means
+// MaxLimit.
 type Page[T any] struct {
 	Items      []T
 	NextCursor string
@@ -254,7 +264,9 @@ type Page[T any] struct {
 // RunCommit is one conditional write that moves a run.
 type RunCommit struct {
 	// Run is the new state. Its Version must equal the stored version; the
-	// store stores Version+1 and advances LastSeq over Events.
+	// store stores Version+1 and advances LastSeq over Events. The run's
+	// identity (ID, ProjectID, Agent, EndUserID, Deployment, IdempotencyKey,
+	// RequestDigest, CreatedAt) is kept as stored.
 	Run Run
 	// Events are appended in order after the run's last event; the store
 	// assigns their Seq and RunID.
@@ -262,7 +274,8 @@ type RunCommit struct {
 	// Step, if set, records a completed step. ErrConflict if the step is
 	// already recorded; nothing is written then.
 	Step *Step
-	// Approval, if set, is a new pending approval to create with the commit.
+	// Approval, if set, is a new pending approval of this run to create with
+	// the commit; ErrExists if its id is taken.
 	Approval *approvals.Approval
 }
 
@@ -282,7 +295,9 @@ type DecideParams struct {
 	// as its dispatch deadline), failed on deny or expiry, cancelled on cancel.
 	RunStatus RunStatus
 	RunError  *RunError
-	// LeaseUntil is the queued run's dispatch deadline.
+	// LeaseUntil is the queued run's dispatch deadline. The lease owner is
+	// cleared, UpdatedAt becomes Decision.At, and a terminal RunStatus sets
+	// FinishedAt to Decision.At.
 	LeaseUntil time.Time
 	// Events are appended to the run's trace with the decision.
 	Events []Event
@@ -330,7 +345,8 @@ type Store interface {
 	CommitRun(ctx context.Context, c RunCommit) (Run, error)
 	// ClaimRun gives p.Owner the run's lease until p.Until if the run is
 	// queued, or running with a lease that ran out before p.Now. The run
-	// becomes running, its Version increments and Attempts counts the claim.
+	// becomes running, its Version increments, Attempts counts the claim and
+	// UpdatedAt becomes p.Now.
 	// ErrConflict if the run cannot be claimed, ErrNotFound if missing.
 	ClaimRun(ctx context.Context, p ClaimParams) (Run, error)
 	// ListStalledRuns lists runs of any project that are queued or running

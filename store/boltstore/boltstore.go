@@ -1,0 +1,216 @@
+// Package boltstore is Stead's embedded store: one bbolt file (under .stead/
+// for `stead dev`) that implements store.Store with the same key design as
+// the DynamoDB table, so both backends behave alike and pass store/storetest.
+//
+// # Layout
+//
+// Each DynamoDB item kind is a bucket whose keys mirror its pk/sk; each
+// secondary index is a bucket of keys only (like a KEYS_ONLY GSI) whose last
+// component is the item's id. Keys are built from length-prefixed parts, so
+// an id can hold any byte and a prefix scan never runs into a neighbour
+// ("u1" vs "u10"). Times in keys are 12 bytes that sort like the times.
+//
+//	bucket            key                                  value
+//	projects          <project>                            Project
+//	apikeys           <project> <keyID>                    APIKey
+//	deployments       <project> <version u64>              Deployment
+//	runs              <runID>                              Run
+//	events            <runID> <seq u64>                    Event
+//	steps             <runID> <index u64>                  Step
+//	approvals         <approvalID>                         Approval
+//	broker            <project> <endUser> <coll> <key>     BrokerRecord
+//
+//	idx-apikey-hash   <hash>                               apikeys key
+//	idx-run-project   <project> <createdAt> <runID>        all runs
+//	idx-run-idem      <project> <idempotencyKey>           runID
+//	idx-run-lease     <leaseUntil> <runID>                 queued and running runs only
+//	idx-apr-project   <project> <requestedAt> <id>         all approvals
+//	idx-apr-project-x <project> <expiresAt> <id>           all approvals
+//	idx-apr-pending   <project> <requestedAt> <id>         pending only
+//	idx-apr-pending-x <project> <expiresAt> <id>           pending only
+//	idx-apr-due       <expiresAt> <id>                     pending only, every project
+//
+// An approval leaving pending drops out of the three pending-only indexes in
+// the same transaction, as the DynamoDB item drops out of its sparse GSIs.
+//
+// # Writes
+//
+// Every write is one bbolt read-write transaction that reads what it
+// conditions on and returns a sentinel error, writing nothing, when the
+// condition fails. Concurrent writers share a transaction and its fsync
+// (group commit, see commit.go); a lone writer commits at once.
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Errors of this backend.
+var (
+	// ErrLocked: another process holds the store file.
+	ErrLocked = errors.New("store file is locked by another process")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// DefaultTimeout is how long Open waits for the file lock when
+// Options.Timeout is zero.
+const DefaultTimeout = time.Second
+
+// Options tune Open.
+type Options struct {
+	// NoSync skips fsync on commit: faster, and a crash may lose or corrupt
+	// recent writes. For tests only.
+	NoSync bool
+	// Timeout is how long to wait for the file lock held by another process;
+	// zero means DefaultTimeout, negative waits forever.
+	Timeout time.Duration
+}
+
+// Store is the bbolt backend. It is safe for concurrent use.
+type Store struct {
+	db      *bolt.DB
+	commits committer
+}
+
+// Bucket names.
+var (
+	bProjects    = []byte("projects")
+	bAPIKeys     = []byte("apikeys")
+	bDeployments = []byte("deployments")
+	bRuns        = []byte("runs")
+	bEvents      = []byte("events")
+	bSteps       = []byte("steps")
+	bApprovals   = []byte("approvals")
+	bBroker      = []byte("broker")
+
+	xAPIKeyHash    = []byte("idx-apikey-hash")
+	xRunProject    = []byte("idx-run-project")
+	xRunIdem       = []byte("idx-run-idem")
+	xRunLease      = []byte("idx-run-lease")
+	xAprProject    = []byte("idx-apr-project")
+	xAprProjectExp = []byte("idx-apr-project-x")
+	xAprPending    = []byte("idx-apr-pending")
+	xAprPendingExp = []byte("idx-apr-pending-x")
+	xAprDue        = []byte("idx-apr-due")
+
+	allBuckets = [][]byte{
+		bProjects, bAPIKeys, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker,
+		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
+		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue,
+	}
+)
+
+// Open opens (creating if needed) the store file at path and its parent
+// folder. Close it to release the file lock.
+func Open(path string, o Options) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	timeout := o.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultTimeout
+	case timeout < 0:
+		timeout = 0 // bbolt waits forever
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: o.NoSync})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open store %s: %w (waited %s; is another stead running?)", path, ErrLocked, timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close releases the file and its lock.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// update runs fn in a read-write transaction and returns fn's error, which
+// the caller wraps with interpretError. Concurrent calls share one
+// transaction and one fsync, so fn may run more than once and in a
+// transaction that other calls' writes are part of: it must compute
+// everything from tx, reset whatever it reports to the caller, and return a
+// sentinel error when its condition fails (the shared transaction then rolls
+// back and fn is re-run alone, so its error reaches only its caller).
+func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.commits.update(s.db, fn)
+}
+
+// view runs fn in a read-only transaction.
+func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(fn)
+}
+
+// interpretError turns what a transaction returned into the sentinels of
+// packages store and approvals. Transactions return those sentinels
+// themselves; this is where the rest is translated, once.
+func interpretError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case approvals.IsForeign(err):
+		// Another project's approval reads as missing.
+		return store.ErrNotFound
+	case errors.Is(err, bolterrors.ErrDatabaseNotOpen):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// bucket returns a bucket created by Open.
+func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	if b == nil {
+		panic("boltstore: Open did not create bucket " + string(name))
+	}
+	return b
+}
+
+// clampLimit applies the page size rules of package store.
+func clampLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return store.DefaultLimit
+	case limit > store.MaxLimit:
+		return store.MaxLimit
+	}
+	return limit
+}

@@ -1,0 +1,217 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+var projectTests = []test{
+	{"Project/CreateGet", testProjectCreateGet},
+	{"APIKey/CreateGetList", testAPIKeyCreateGetList},
+	{"APIKey/Revoke", testAPIKeyRevoke},
+}
+
+func testProjectCreateGet(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	p := createProject(t, s, "p1")
+	got, err := s.GetProject(ctx, "p1")
+	noErr(t, err, "get project")
+	same(t, got, p, "stored project")
+
+	dup := p
+	dup.Name = "Impostor"
+	wantErr(t, s.CreateProject(ctx, dup), store.ErrExists, "create project with a taken id")
+	got, err = s.GetProject(ctx, "p1")
+	noErr(t, err, "get project after duplicate")
+	eq(t, got.Name, p.Name, "name after a refused duplicate")
+
+	_, err = s.GetProject(ctx, "p2")
+	wantErr(t, err, store.ErrNotFound, "get unknown project")
+}
+
+func apiKey(p, id string, created time.Time) store.APIKey {
+	return store.APIKey{
+		ID: id, ProjectID: p, Name: "key " + id, Role: approvals.RoleDeveloper,
+		Hash: "sha256-" + p + "-" + id, Prefix: "sk_" + id, CreatedAt: created,
+	}
+}
+
+func testAPIKeyCreateGetList(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	// Created out of order: the list is by creation time, not insertion.
+	keys := []store.APIKey{apiKey("p1", "k3", at(3*time.Minute)), apiKey("p1", "k1", at(time.Minute)), apiKey("p1", "k2", at(2*time.Minute))}
+	for _, k := range keys {
+		noErr(t, s.CreateAPIKey(ctx, k), "create key "+k.ID)
+	}
+	noErr(t, s.CreateAPIKey(ctx, apiKey("p2", "k9", t0)), "create key of p2")
+
+	got, err := s.GetAPIKeyByHash(ctx, keys[0].Hash)
+	noErr(t, err, "get key by hash")
+	same(t, got, keys[0], "key by hash")
+	_, err = s.GetAPIKeyByHash(ctx, "sha256-unknown")
+	wantErr(t, err, store.ErrNotFound, "get key by unknown hash")
+
+	list, err := s.ListAPIKeys(ctx, "p1")
+	noErr(t, err, "list keys")
+	var ids []string
+	for _, k := range list {
+		ids = append(ids, k.ID)
+	}
+	sameIDs(t, ids, []string{"k1", "k2", "k3"}, "keys of p1, oldest first")
+	same(t, list[0], keys[1], "listed key")
+
+	list, err = s.ListAPIKeys(ctx, "p3")
+	noErr(t, err, "list keys of a project without keys")
+	eq(t, len(list), 0, "keys of p3")
+
+	dupID := apiKey("p1", "k1", t0)
+	dupID.Hash = "sha256-other"
+	wantErr(t, s.CreateAPIKey(ctx, dupID), store.ErrExists, "create key with a taken id")
+	dupHash := apiKey("p1", "k4", t0)
+	dupHash.Hash = keys[0].Hash
+	wantErr(t, s.CreateAPIKey(ctx, dupHash), store.ErrExists, "create key with a taken hash")
+	_, err = s.GetAPIKeyByHash(ctx, "sha256-other")
+	wantErr(t, err, store.ErrNotFound, "hash of a refused key")
+	list, err = s.ListAPIKeys(ctx, "p1")
+	noErr(t, err, "list keys after refused creates")
+	eq(t, len(list), 3, "keys of p1 after refused creates")
+}
+
+func testAPIKeyRevoke(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k := apiKey("p1", "k1", t0)
+	noErr(t, s.CreateAPIKey(ctx, k), "create key")
+
+	_, err := s.RevokeAPIKey(ctx, "p2", "k1", at(time.Minute))
+	wantErr(t, err, store.ErrNotFound, "revoke another project's key")
+	_, err = s.RevokeAPIKey(ctx, "p1", "k404", at(time.Minute))
+	wantErr(t, err, store.ErrNotFound, "revoke an unknown key")
+	got, err := s.GetAPIKeyByHash(ctx, k.Hash)
+	noErr(t, err, "get key")
+	if !got.RevokedAt.IsZero() {
+		t.Fatalf("refused revokes revoked the key at %v", got.RevokedAt)
+	}
+
+	rev, err := s.RevokeAPIKey(ctx, "p1", "k1", at(time.Minute))
+	noErr(t, err, "revoke key")
+	eq(t, rev.RevokedAt.Equal(at(time.Minute)), true, "revokedAt returned")
+	rev, err = s.RevokeAPIKey(ctx, "p1", "k1", at(time.Hour))
+	noErr(t, err, "revoke key again")
+	eq(t, rev.RevokedAt.Equal(at(time.Minute)), true, "revokedAt after a second revoke")
+
+	got, err = s.GetAPIKeyByHash(ctx, k.Hash)
+	noErr(t, err, "get revoked key by hash")
+	eq(t, got.RevokedAt.Equal(at(time.Minute)), true, "stored revokedAt")
+	list, err := s.ListAPIKeys(ctx, "p1")
+	noErr(t, err, "list keys")
+	eq(t, len(list), 1, "revoked key stays listed")
+	eq(t, list[0].RevokedAt.Equal(at(time.Minute)), true, "listed revokedAt")
+}
+
+var deploymentTests = []test{
+	{"Deployment/Numbered", testDeploymentNumbered},
+	{"Deployment/Concurrent", testDeploymentConcurrent},
+	{"Deployment/List", testDeploymentList},
+}
+
+func deployment(p string, n int) store.Deployment {
+	return store.Deployment{
+		ProjectID: p, Digest: fmt.Sprintf("%064x", n), BundleSize: int64(1000 + n),
+		Config: json.RawMessage(`{"agents":{"support":{}}}`), Agents: []string{"support"},
+		CreatedBy: "key_owner", CreatedAt: at(time.Duration(n) * time.Minute),
+	}
+}
+
+func testDeploymentNumbered(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.LatestDeployment(ctx, "p1")
+	wantErr(t, err, store.ErrNotFound, "latest deployment of a project without any")
+
+	// Interleaved: each project counts on its own.
+	var want []store.Deployment
+	for i, p := range []string{"p1", "p2", "p1", "p1", "p2"} {
+		d, err := s.CreateDeployment(ctx, deployment(p, i))
+		noErr(t, err, "create deployment")
+		want = append(want, d)
+	}
+	for i, v := range []int{1, 1, 2, 3, 2} {
+		eq(t, want[i].Version, v, fmt.Sprintf("version of deployment %d (%s)", i, want[i].ProjectID))
+		exp := deployment(want[i].ProjectID, i)
+		exp.Version = v
+		same(t, want[i], exp, "returned deployment")
+	}
+
+	got, err := s.GetDeployment(ctx, "p1", 2)
+	noErr(t, err, "get deployment p1 v2")
+	same(t, got, want[2], "p1 v2")
+	got, err = s.LatestDeployment(ctx, "p1")
+	noErr(t, err, "latest p1")
+	same(t, got, want[3], "latest p1")
+	got, err = s.LatestDeployment(ctx, "p2")
+	noErr(t, err, "latest p2")
+	same(t, got, want[4], "latest p2")
+
+	_, err = s.GetDeployment(ctx, "p1", 4)
+	wantErr(t, err, store.ErrNotFound, "get unknown version")
+	_, err = s.GetDeployment(ctx, "p3", 1)
+	wantErr(t, err, store.ErrNotFound, "get version of another project")
+	_, err = s.GetDeployment(ctx, "p1", 0)
+	wantErr(t, err, store.ErrNotFound, "get version 0")
+}
+
+func testDeploymentConcurrent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 10
+	versions := make([]int, n)
+	errs := race(n, func(i int) error {
+		d, err := s.CreateDeployment(ctx, deployment("p1", i))
+		versions[i] = d.Version
+		return err
+	})
+	eq(t, len(winners(t, errs)), n, "deployments created")
+	seen := map[int]bool{}
+	for _, v := range versions {
+		if v < 1 || v > n || seen[v] {
+			t.Fatalf("versions %v are not 1..%d each once", versions, n)
+		}
+		seen[v] = true
+	}
+	latest, err := s.LatestDeployment(ctx, "p1")
+	noErr(t, err, "latest")
+	eq(t, latest.Version, n, "latest version")
+}
+
+func testDeploymentList(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i := range 7 {
+		_, err := s.CreateDeployment(ctx, deployment("p1", i))
+		noErr(t, err, "create deployment")
+	}
+	_, err := s.CreateDeployment(ctx, deployment("p2", 0))
+	noErr(t, err, "create deployment of p2")
+
+	got := collect(t, 3, func(d store.Deployment) string { return fmt.Sprint(d.Version) },
+		func(c string) (store.Page[store.Deployment], error) { return s.ListDeployments(ctx, "p1", c, 3) })
+	sameIDs(t, got, []string{"7", "6", "5", "4", "3", "2", "1"}, "versions of p1, newest first")
+
+	first, err := s.ListDeployments(ctx, "p1", "", 3)
+	noErr(t, err, "first page")
+	for _, d := range first.Items {
+		eq(t, d.ProjectID, "p1", "project of a listed deployment")
+	}
+	if first.NextCursor == "" {
+		t.Fatal("first page of 7 versions by 3 has no cursor")
+	}
+	_, err = s.ListDeployments(ctx, "p1", "not a cursor %%", 3)
+	wantErr(t, err, store.ErrInvalidCursor, "list deployments with a bad cursor")
+
+	none, err := s.ListDeployments(ctx, "p3", "", 3)
+	noErr(t, err, "list deployments of a project without any")
+	eq(t, len(none.Items), 0, "deployments of p3")
+	eq(t, none.NextCursor, "", "cursor of an empty list")
+}
