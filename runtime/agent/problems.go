@@ -1,0 +1,335 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Problem is one thing wrong with a stead.json: where it is, as a JSON
+// pointer (RFC 6901) into the file, and what is wrong, in words.
+type Problem struct {
+	// Pointer locates the problem: "" is the whole file,
+	// "/agents/refunds/tools/refundOrder/effect" one value. A missing key's
+	// pointer names the key that should be there.
+	Pointer string
+	// Message says what is wrong, e.g. `must be one of "read", "write"`.
+	Message string
+	// Line and Column (1-based, in characters) locate the problem in the
+	// file: the key or value Pointer names, or its nearest ancestor present
+	// in the file. Zero when unknown (a Config built by CheckExports, for
+	// instance, reports them all).
+	Line, Column int
+}
+
+// String renders the problem as "pointer: message"; the whole file is
+// "(root)".
+func (p Problem) String() string {
+	ptr := p.Pointer
+	if ptr == "" {
+		ptr = "(root)"
+	}
+	return ptr + ": " + p.Message
+}
+
+// ConfigError is a stead.json that cannot be used. It lists every problem
+// found, in file order, not just the first.
+type ConfigError struct {
+	Problems []Problem
+}
+
+// Error lists the problems one per line, each "pointer: message".
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Code is the stable machine-readable code the API and CLI show.
+func (e *ConfigError) Code() string { return "invalid-config" }
+
+// jsonPointer renders reference tokens as an RFC 6901 pointer.
+func jsonPointer(tokens ...string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapeToken(t))
+	}
+	return b.String()
+}
+
+func escapeToken(t string) string {
+	if !strings.ContainsAny(t, "~/") {
+		return t
+	}
+	t = strings.ReplaceAll(t, "~", "~0")
+	return strings.ReplaceAll(t, "/", "~1")
+}
+
+func unescapeToken(t string) string {
+	if !strings.Contains(t, "~") {
+		return t
+	}
+	t = strings.ReplaceAll(t, "~1", "/")
+	return strings.ReplaceAll(t, "~0", "~")
+}
+
+// child appends one token to a pointer.
+func child(ptr, token string) string { return ptr + "/" + escapeToken(token) }
+
+// parentPointer drops the last token of a pointer ("" stays "").
+func parentPointer(ptr string) string {
+	i := strings.LastIndexByte(ptr, '/')
+	if i < 0 {
+		return ""
+	}
+	return ptr[:i]
+}
+
+// decodeJSON decodes one JSON document into Go values, numbers as
+// json.Number, and refuses anything after it. A syntax error is returned as
+// a *ConfigError with the line and column.
+func decodeJSON(data []byte) (any, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &ConfigError{Problems: []Problem{{Message: "the file is empty; it must hold a JSON object"}}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, syntaxProblem(data, err)
+	}
+	if off := skipSpace(data, int(dec.InputOffset())); off < len(data) {
+		line, col := lineColumn(data, off)
+		return nil, &ConfigError{Problems: []Problem{{
+			Message: fmt.Sprintf("invalid JSON at line %d, column %d: unexpected data after the top-level value", line, col),
+			Line:    line, Column: col,
+		}}}
+	}
+	return v, nil
+}
+
+func syntaxProblem(data []byte, err error) error {
+	off := len(data)
+	msg := err.Error()
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		off = int(se.Offset)
+		// The offset is just past the offending byte; point at the byte.
+		if off > 0 && off <= len(data) {
+			off--
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		msg = "unexpected end of file (a bracket, brace or quote is not closed)"
+	}
+	line, col := lineColumn(data, off)
+	return &ConfigError{Problems: []Problem{{
+		Message: fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, msg),
+		Line:    line, Column: col,
+	}}}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// lineColumn turns a byte offset into a 1-based line and column, the column
+// counted in characters.
+func lineColumn(data []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(data))
+	line = 1 + bytes.Count(data[:off], []byte{'\n'})
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	return line, 1 + utf8.RuneCount(data[start:off])
+}
+
+// positions maps the JSON pointer of every value in a document to the byte
+// offset where it appears (the key of an object member, the first byte of an
+// array element), and notes duplicate keys, which encoding/json would
+// otherwise resolve silently to the last one.
+type positions struct {
+	data       []byte
+	at         map[string]int    // pointer → offset of its key or element
+	spans      map[string][2]int // pointer → [start, end) of its value
+	duplicates []placed
+}
+
+// placed is a problem with the byte offset it is reported at.
+type placed struct {
+	Problem
+	off int
+}
+
+// scanPositions walks a document that encoding/json has already accepted.
+func scanPositions(data []byte) *positions {
+	p := &positions{data: data, at: map[string]int{}, spans: map[string][2]int{}}
+	i := skipSpace(data, 0)
+	p.at[""] = i
+	p.value(i, "")
+	return p
+}
+
+// value scans the value starting at i and returns the offset after it.
+func (p *positions) value(i int, ptr string) int {
+	end := p.scan(i, ptr)
+	p.spans[ptr] = [2]int{i, end}
+	return end
+}
+
+func (p *positions) scan(i int, ptr string) int {
+	d := p.data
+	if i >= len(d) {
+		return i
+	}
+	switch d[i] {
+	case '{':
+		seen := map[string]int{}
+		i = skipSpace(d, i+1)
+		if i < len(d) && d[i] == '}' {
+			return i + 1
+		}
+		for i < len(d) {
+			keyStart := i
+			end := p.stringEnd(i)
+			var key string
+			_ = json.Unmarshal(d[i:end], &key)
+			kptr := child(ptr, key)
+			if first, dup := seen[key]; dup {
+				line, col := lineColumn(d, first)
+				p.duplicates = append(p.duplicates, placed{Problem{
+					Pointer: kptr,
+					Message: fmt.Sprintf("duplicate key %q (first at line %d, column %d); JSON keeps only the last one, so remove one of them", key, line, col),
+				}, keyStart})
+			} else {
+				seen[key] = keyStart
+				p.at[kptr] = keyStart
+			}
+			i = skipSpace(d, end)
+			i = skipSpace(d, i+1) // ':'
+			i = skipSpace(d, p.value(i, kptr))
+			if i < len(d) && d[i] == ',' {
+				i = skipSpace(d, i+1)
+				continue
+			}
+			return i + 1 // '}'
+		}
+		return i
+	case '[':
+		i = skipSpace(d, i+1)
+		if i < len(d) && d[i] == ']' {
+			return i + 1
+		}
+		for n := 0; i < len(d); n++ {
+			eptr := child(ptr, strconv.Itoa(n))
+			p.at[eptr] = i
+			i = skipSpace(d, p.value(i, eptr))
+			if i < len(d) && d[i] == ',' {
+				i = skipSpace(d, i+1)
+				continue
+			}
+			return i + 1 // ']'
+		}
+		return i
+	case '"':
+		return p.stringEnd(i)
+	default: // number, true, false, null
+		for i < len(d) {
+			switch d[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// stringEnd returns the offset just past the string starting at i.
+func (p *positions) stringEnd(i int) int {
+	d := p.data
+	for j := i + 1; j < len(d); j++ {
+		switch d[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(d)
+}
+
+// offset returns where ptr, or its nearest ancestor present in the file,
+// appears.
+func (p *positions) offset(ptr string) int {
+	for {
+		if off, ok := p.at[ptr]; ok {
+			return off
+		}
+		if ptr == "" {
+			return 0
+		}
+		ptr = parentPointer(ptr)
+	}
+}
+
+// locate fills in Line and Column and sorts problems into file order; at one
+// place, by pointer, then message. Identical problems are reported once.
+// Problems in at are already placed.
+func (p *positions) locate(problems []Problem, at ...placed) []Problem {
+	ps := slices.Clone(at)
+	for _, pr := range problems {
+		ps = append(ps, placed{pr, p.offset(pr.Pointer)})
+	}
+	for i := range ps {
+		ps[i].Line, ps[i].Column = lineColumn(p.data, ps[i].off)
+	}
+	slices.SortStableFunc(ps, func(a, b placed) int {
+		return cmp.Or(cmp.Compare(a.off, b.off), comparePointers(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
+	})
+	out := make([]Problem, 0, len(ps))
+	for i, pr := range ps {
+		if i > 0 && pr.Problem == ps[i-1].Problem {
+			continue
+		}
+		out = append(out, pr.Problem)
+	}
+	return out
+}
+
+// comparePointers orders pointers token by token, numeric tokens as numbers,
+// so /steps/2 sorts before /steps/10.
+func comparePointers(a, b string) int {
+	at, bt := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		if c := compareTokens(at[i], bt[i]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(at), len(bt))
+}
+
+func compareTokens(a, b string) int {
+	an, aerr := strconv.Atoi(a)
+	bn, berr := strconv.Atoi(b)
+	if aerr == nil && berr == nil {
+		return cmp.Compare(an, bn)
+	}
+	return cmp.Compare(a, b)
+}
