@@ -1,0 +1,193 @@
+package jsvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// Error codes, stable for the engine, the API and the CLI.
+const (
+	// CodeHandlerError: the handler threw, or its promise rejected.
+	CodeHandlerError = "handler-error"
+	// CodeTimeout: the invocation's deadline passed first.
+	CodeTimeout = "timeout"
+	// CodeCanceled: the invocation's context was cancelled (not by its deadline).
+	CodeCanceled = "canceled"
+	// CodeMemory: the invocation went over Options.MemoryLimit.
+	CodeMemory = "memory-limit"
+	// CodeStackOverflow: the call stack went past bundle.MaxCallStackSize.
+	CodeStackOverflow = "stack-overflow"
+	// CodeNotSerializable: the handler's result is not JSON (undefined,
+	// a function, a cycle, a BigInt…).
+	CodeNotSerializable = "result-not-serializable"
+	// CodeResultTooLarge: the serialized result is over Options.MaxResultSize.
+	CodeResultTooLarge = "result-too-large"
+	// CodeExportNotFound: the bundle has no export of that name.
+	CodeExportNotFound = "export-not-found"
+	// CodeNotFunction: the export exists but is not a function.
+	CodeNotFunction = "export-not-function"
+	// CodeNeverSettles: the handler's promise is pending with nothing left
+	// that could settle it (no host call in flight, no timer).
+	CodeNeverSettles = "never-settles"
+	// CodeInternal: a fault in Stead itself (a Go panic in a host function,
+	// a closed Runtime); the VM is discarded.
+	CodeInternal = "internal-error"
+	// CodeInvalidInput: Invocation.Input is not JSON or is too large.
+	CodeInvalidInput = "invalid-input"
+)
+
+// Error is a failed invocation. Message, Name and Stack are redacted of the
+// invocation's secrets. Code is one of the Code constants.
+type Error struct {
+	// Code is the stable machine-readable code.
+	Code string
+	// Message says what happened (and, where Stead knows, what to do).
+	Message string
+	// Name is the JS error's name ("TypeError") when the handler threw one.
+	Name string
+	// Stack is the JS stack, with bundle file:line:column, when known.
+	Stack string
+
+	cause error
+}
+
+// Error returns "Name: Message", or Message alone when there is no Name.
+func (e *Error) Error() string {
+	if e.Name != "" && !strings.HasPrefix(e.Message, e.Name+":") {
+		return e.Name + ": " + e.Message
+	}
+	return e.Message
+}
+
+// Unwrap returns context.DeadlineExceeded or context.Canceled for
+// CodeTimeout and CodeCanceled, and nil otherwise.
+func (e *Error) Unwrap() error { return e.cause }
+
+// AsError returns err as an *Error if it is one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Interrupt reasons, passed to goja's Interrupt and recognised afterwards.
+var (
+	errInterruptTimeout = errors.New("jsvm: deadline")
+	errInterruptMemory  = errors.New("jsvm: memory limit")
+	errWaitDone         = errors.New("jsvm: context done while waiting")
+	errNeverSettles     = errors.New("jsvm: never settles")
+)
+
+// hostPanic is a Go panic recovered from host code.
+type hostPanic struct{ value any }
+
+func (p *hostPanic) Error() string { return fmt.Sprintf("%v", p.value) }
+
+// maxStackLines bounds Error.Stack (a stack overflow has 1000 frames).
+const maxStackLines = 30
+
+func trimStack(s string) string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			n++
+			if n == maxStackLines {
+				return s[:i] + "\n\t…"
+			}
+		}
+	}
+	return s
+}
+
+// classify turns what a goja call returned into an *Error, retiring the
+// worker when the VM can no longer be trusted.
+func (w *worker) classify(err error) *Error {
+	c := w.cur
+	var (
+		ie *goja.InterruptedError
+		so *goja.StackOverflowError
+		ex *goja.Exception
+		hp *hostPanic
+		e  *Error
+	)
+	switch {
+	case c.memBreach != "":
+		w.broken = true
+		return &Error{Code: CodeMemory, Message: c.memBreach}
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &hp):
+		w.broken = true
+		return &Error{Code: CodeInternal, Message: "internal error in a host function: " + hp.Error()}
+	case errors.Is(err, errInterruptMemory):
+		w.broken = true
+		return w.memoryError()
+	case errors.As(err, &ie), errors.Is(err, errWaitDone):
+		w.broken = true
+		return contextError(c.ctx, c.start)
+	case errors.As(err, &so):
+		w.broken = true
+		return &Error{Code: CodeStackOverflow, Name: "RangeError",
+			Message: fmt.Sprintf("stack overflow: the call stack went past %d frames; look for unbounded recursion", maxCallDepth),
+			Stack:   trimStack(so.String())}
+	case errors.Is(err, errNeverSettles):
+		return &Error{Code: CodeNeverSettles,
+			Message: "the handler's promise can never settle: it awaits a promise that nothing will resolve (no host call in flight, no timer pending)"}
+	case errors.As(err, &ex):
+		return w.thrown(ex.Value(), "")
+	}
+	w.broken = true
+	return &Error{Code: CodeInternal, Message: "internal error: " + err.Error()}
+}
+
+func (w *worker) memoryError() *Error {
+	return &Error{Code: CodeMemory, Message: fmt.Sprintf(
+		"memory limit exceeded: the handler grew the heap by more than %s; process less data per call", size(w.rt.opts.MemoryLimit))}
+}
+
+// contextError reports an invocation stopped by its context.
+func contextError(ctx context.Context, start time.Time) *Error {
+	elapsed := time.Since(start).Round(time.Millisecond)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return &Error{Code: CodeCanceled, cause: context.Canceled,
+			Message: fmt.Sprintf("invocation cancelled after %s", elapsed)}
+	}
+	return &Error{Code: CodeTimeout, cause: context.DeadlineExceeded,
+		Message: fmt.Sprintf("handler did not finish before its deadline (ran %s); make it faster or raise the step timeout", elapsed)}
+}
+
+// thrown describes a thrown or rejected JS value as a handler error.
+func (w *worker) thrown(v goja.Value, prefix string) *Error {
+	e := &Error{Code: CodeHandlerError}
+	if v == nil {
+		v = goja.Undefined()
+	}
+	parts, err := w.describeError(goja.Undefined(), v)
+	if err != nil {
+		// describeError catches what it can; an uncatchable error means the
+		// VM is done for.
+		return w.classify(err)
+	}
+	if o, ok := parts.(*goja.Object); ok {
+		e.Name = o.Get("0").String()
+		e.Message = o.Get("1").String()
+		e.Stack = trimStack(o.Get("2").String())
+	}
+	e.Message = prefix + e.Message
+	return e
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

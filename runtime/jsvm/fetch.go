@@ -1,0 +1,287 @@
+package jsvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dop251/goja"
+	"golang.org/x/net/http/httpguts"
+)
+
+// fetcher is a Runtime's HTTP client for the fetch global. Every connection
+// it opens, redirects included, is checked against the egress policy at
+// dial time, on the address actually dialled, so a hostname that resolves
+// (or re-resolves) to a refused address cannot get through.
+type fetcher struct {
+	policy      egressPolicy
+	client      *http.Client
+	transport   *http.Transport
+	maxResponse int64
+}
+
+func newFetcher(o FetchOptions) *fetcher {
+	policy := egressPolicy{allow: o.Allow}
+	f := &fetcher{policy: policy, maxResponse: o.MaxResponse}
+	dialer := &net.Dialer{
+		Timeout:        o.Timeout,
+		KeepAlive:      30 * time.Second,
+		ControlContext: policy.control,
+	}
+	tr := &http.Transport{
+		Proxy:                  nil, // a proxy would be dialled instead of the destination
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		IdleConnTimeout:        30 * time.Second,
+		TLSHandshakeTimeout:    o.Timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	maxRedirects := o.MaxRedirects
+	f.transport = tr
+	f.client = &http.Client{
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect to a %s: URL is not allowed", req.URL.Scheme)
+			}
+			return policy.checkLiteral(req.URL.Hostname())
+		},
+	}
+	return f
+}
+
+func (f *fetcher) close() { f.transport.CloseIdleConnections() }
+
+// egressPolicy refuses destinations inside the host's networks unless
+// allowed.
+type egressPolicy struct{ allow []netip.Prefix }
+
+// refusedError is a destination the egress policy refused.
+type refusedError struct {
+	addr   netip.Addr
+	reason string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("destination %s is refused: it is %s (handlers may only reach public addresses)", e.addr, e.reason)
+}
+
+// refusedPrefixes are ranges refused besides what netip's predicates cover.
+var refusedPrefixes = []struct {
+	prefix netip.Prefix
+	reason string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), `a "this network" address`},
+	{netip.MustParsePrefix("100.64.0.0/10"), "a carrier-grade NAT (shared) address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment address"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+	{netip.MustParsePrefix("64:ff9b::/96"), "a NAT64 address (it embeds an IPv4 address)"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a NAT64 address (it embeds an IPv4 address)"},
+	{netip.MustParsePrefix("2002::/16"), "a 6to4 address (it embeds an IPv4 address)"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+}
+
+// check returns a *refusedError for a refused address, or nil.
+func (p egressPolicy) check(addr netip.Addr) error {
+	for _, a := range p.allow {
+		if a.Contains(addr) {
+			return nil
+		}
+	}
+	reason := ""
+	switch {
+	case !addr.IsValid():
+		reason = "not an IP address"
+	case addr.Is4In6():
+		reason = "an IPv4-mapped IPv6 address"
+	case addr.IsLoopback():
+		reason = "a loopback address"
+	case addr.IsPrivate():
+		reason = "a private address"
+	case addr.IsLinkLocalUnicast():
+		reason = "a link-local address (this includes cloud metadata services such as 169.254.169.254)"
+	case addr.IsMulticast(), addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast():
+		reason = "a multicast address"
+	case addr.IsUnspecified():
+		reason = "an unspecified address"
+	case addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		reason = "the broadcast address"
+	default:
+		for _, r := range refusedPrefixes {
+			if r.prefix.Contains(addr) {
+				reason = r.reason
+				break
+			}
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	return &refusedError{addr: addr, reason: reason}
+}
+
+// checkLiteral refuses a URL host that is an IP literal in a form the
+// policy refuses (an IPv4-mapped IPv6 literal is dialled as IPv4, so it is
+// caught here, by how it was written). Names are checked when dialled.
+func (p egressPolicy) checkLiteral(host string) error {
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	return p.check(addr)
+}
+
+// control is the dialer's ControlContext: it runs for every connection
+// attempt, after name resolution, with the address about to be dialled.
+func (p egressPolicy) control(_ context.Context, network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &refusedError{reason: "not an IP address (" + network + " " + address + ")"}
+	}
+	return p.check(ap.Addr())
+}
+
+var errTooLarge = errors.New("response too large")
+
+// hostFetch is the Go half of fetch(url, method, [[name, value]…], body);
+// the prelude's fetch normalises the arguments and wraps the result in a
+// Response.
+func (w *worker) hostFetch(call goja.FunctionCall) goja.Value {
+	c := w.active("fetch")
+	rawURL := call.Argument(0).String()
+	method := call.Argument(1).String()
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil:
+		w.throwType("fetch: invalid URL %q", rawURL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		w.throwType("fetch: only http and https URLs are supported, not %q", u.Scheme+":")
+	case u.Host == "":
+		w.throwType("fetch: the URL %q has no host", rawURL)
+	case !httpguts.ValidHostHeader(u.Host):
+		w.throwType("fetch: invalid host in %q", rawURL)
+	}
+	if err := w.rt.fetch.policy.checkLiteral(u.Hostname()); err != nil {
+		return w.rejected(w.jsError("TypeError", fetchFailure(rawURL, err, 0)))
+	}
+	if method == "" || strings.IndexFunc(method, func(r rune) bool { return !httpguts.IsTokenRune(r) }) >= 0 {
+		w.throwType("fetch: invalid method %q", method)
+	}
+	header := http.Header{}
+	if pairs, ok := call.Argument(2).(*goja.Object); ok {
+		var list [][]string
+		if err := w.vm.ExportTo(pairs, &list); err != nil {
+			w.throwType("fetch: invalid headers")
+		}
+		for _, kv := range list {
+			if len(kv) != 2 || !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
+				w.throwType("fetch: invalid header %q", kv[0])
+			}
+			header.Add(kv[0], kv[1])
+		}
+	}
+	var body []byte
+	switch b := call.Argument(3); {
+	case goja.IsUndefined(b):
+	case isString(b):
+		body = []byte(b.String())
+	default:
+		var raw []byte
+		if err := w.vm.ExportTo(b, &raw); err != nil {
+			w.throwType("fetch: unsupported body")
+		}
+		body = bytes.Clone(raw) // the typed array's memory belongs to the VM
+	}
+	req, err := http.NewRequestWithContext(c.host(), method, u.String(), nil)
+	if err != nil {
+		w.throwType("fetch: %s", err.Error())
+	}
+	header.Del("Host") // the URL names the host
+	req.Header = header
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	f := w.rt.fetch
+	return w.async(c, func(context.Context) settle {
+		status, statusText, finalURL, redirected, hdrs, data, err := f.do(req)
+		return func() (goja.Value, goja.Value, error) {
+			if err != nil {
+				return nil, w.jsError("TypeError", fetchFailure(rawURL, err, f.maxResponse)), nil
+			}
+			vm := w.vm
+			raw := vm.NewArray(status, statusText, finalURL, redirected, hdrs, vm.NewArrayBuffer(data))
+			return raw, nil, nil
+		}
+	})
+}
+
+func isString(v goja.Value) bool {
+	_, ok := v.(goja.String)
+	return ok
+}
+
+// do sends req and reads the whole response within the size cap.
+func (f *fetcher) do(req *http.Request) (status int, statusText, finalURL string, redirected bool, headers [][]any, body []byte, err error) {
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > f.maxResponse {
+		err = errTooLarge
+		return
+	}
+	body, err = io.ReadAll(io.LimitReader(resp.Body, f.maxResponse+1))
+	if err != nil {
+		return
+	}
+	if int64(len(body)) > f.maxResponse {
+		err, body = errTooLarge, nil
+		return
+	}
+	status = resp.StatusCode
+	statusText = strings.TrimSpace(strings.TrimPrefix(resp.Status, fmt.Sprint(resp.StatusCode)))
+	finalURL = resp.Request.URL.String()
+	redirected = resp.Request != req
+	for name, values := range resp.Header {
+		for _, v := range values {
+			headers = append(headers, []any{name, v})
+		}
+	}
+	return
+}
+
+// fetchFailure says why a fetch failed, in the words of the policy or limit
+// that stopped it.
+func fetchFailure(rawURL string, err error, maxResponse int64) string {
+	var refused *refusedError
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Sprintf("fetch %s failed: %s", rawURL, refused.Error())
+	case errors.Is(err, errTooLarge):
+		return fmt.Sprintf("fetch %s failed: the response body is over the %s limit", rawURL, size(maxResponse))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Sprintf("fetch %s failed: the invocation's deadline passed", rawURL)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Sprintf("fetch %s failed: %s", rawURL, err.Error())
+}
