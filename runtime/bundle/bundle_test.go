@@ -254,7 +254,10 @@ func TestBundleCodeIsStrict(t *testing.T) {
 
 func TestRequireAtRunTimeSaysWhy(t *testing.T) {
 	t.Parallel()
-	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), `export function f() { const r = require; return r("os") }`)
+	b := mustLoad(t, bundle.NewCompiler(bundle.Options{}), "export function f() { const r = require; return r(\"os\") }\nexport function name() { return require.name }")
+	if v, _, err := run(t, b, "name"); err != nil || v.String() != "require" {
+		t.Errorf("require.name = %v, %v", v, err)
+	}
 	_, _, err := run(t, b, "f")
 	if err == nil || !strings.Contains(err.Error(), `require("os") is not available`) {
 		t.Errorf("err = %v", err)

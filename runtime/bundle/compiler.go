@@ -185,7 +185,11 @@ func Instantiate(vm *goja.Runtime, b *Bundle) (*goja.Object, error) {
 	}
 	require := vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		panic(vm.NewTypeError("require(%q) is not available: Stead handlers run a self-contained bundle; bundle the dependency with `stead deploy`", call.Argument(0).String()))
-	})
+	}).ToObject(vm)
+	// goja names a Go function after its Go symbol; show JS its own name.
+	if err := require.DefineDataProperty("name", vm.ToValue("require"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		return nil, err
+	}
 	if _, err := fn(goja.Undefined(), module, exports, require); err != nil {
 		return nil, err
 	}
