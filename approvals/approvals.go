@@ -203,16 +203,18 @@ func (d Decision) Apply(a Approval) Approval {
 
 // ExpiredMessage is the words for an approval that can no longer be decided:
 // "approval apr_… expired at 12:03:04Z (3m ago); it can no longer be approved".
-func ExpiredMessage(a Approval, now time.Time) string {
+// verb is what was attempted: "approved" or "denied".
+func ExpiredMessage(a Approval, now time.Time, verb string) string {
 	return fmt.Sprintf("approval %s expired at %s (%s ago); it can no longer be %s",
-		a.ID, a.ExpiresAt.UTC().Format("15:04:05Z"), Ago(now.Sub(a.ExpiresAt)), "approved")
+		a.ID, a.ExpiresAt.UTC().Format("15:04:05Z"), Ago(now.Sub(a.ExpiresAt)), verb)
 }
 
-// NotPendingMessage is the words for an approval already settled.
-func NotPendingMessage(a Approval, now time.Time) string {
+// NotPendingMessage is the words for an approval already settled; verb is
+// what was attempted ("approved", "denied").
+func NotPendingMessage(a Approval, now time.Time, verb string) string {
 	switch a.Status {
 	case Expired:
-		return ExpiredMessage(a, now)
+		return ExpiredMessage(a, now, verb)
 	case Cancelled:
 		return fmt.Sprintf("approval %s was cancelled with its run at %s; check the run trace",
 			a.ID, a.DecidedAt.UTC().Format("15:04:05Z"))

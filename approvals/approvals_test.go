@@ -1,0 +1,125 @@
+package approvals_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"stead/approvals"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func pending() approvals.Approval {
+	return approvals.Approval{
+		ID: "apr_1", ProjectID: "prj_a", Status: approvals.Pending,
+		Input: json.RawMessage(`{"a":1}`), InputDigest: "d1",
+		RequestedAt: t0, ExpiresAt: t0.Add(time.Hour),
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	decided := pending()
+	decided.Status = approvals.Denied
+	cases := []struct {
+		name   string
+		a      approvals.Approval
+		status approvals.Status
+		at     time.Time
+		want   error
+	}{
+		{"approve in time", pending(), approvals.Approved, t0.Add(59 * time.Minute), nil},
+		{"deny in time", pending(), approvals.Denied, t0, nil},
+		{"approve at the deadline", pending(), approvals.Approved, t0.Add(time.Hour), approvals.ErrExpired},
+		{"deny after the deadline", pending(), approvals.Denied, t0.Add(2 * time.Hour), approvals.ErrExpired},
+		{"expire before the deadline", pending(), approvals.Expired, t0.Add(59 * time.Minute), approvals.ErrNotDue},
+		{"expire at the deadline", pending(), approvals.Expired, t0.Add(time.Hour), nil},
+		{"cancel after the deadline", pending(), approvals.Cancelled, t0.Add(2 * time.Hour), nil},
+		{"approve a decided one", decided, approvals.Approved, t0, approvals.ErrNotPending},
+		{"expire a decided one", decided, approvals.Expired, t0.Add(2 * time.Hour), approvals.ErrNotPending},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := approvals.Decision{ProjectID: "prj_a", Status: tc.status, At: tc.at}.Check(tc.a)
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Errorf("Check = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	err := approvals.Decision{ProjectID: "prj_b", Status: approvals.Approved, At: t0}.Check(pending())
+	if !approvals.IsForeign(err) {
+		t.Errorf("foreign project: %v", err)
+	}
+	if err := (approvals.Decision{ProjectID: "prj_a", Status: approvals.Pending, At: t0}).Check(pending()); err == nil {
+		t.Error("pending accepted as a decision")
+	}
+}
+
+func TestApplyKeepsTheOriginalOfAnEditedInput(t *testing.T) {
+	t.Parallel()
+	d := approvals.Decision{Status: approvals.Approved, By: "key_1", Note: "ok", At: t0,
+		Input: json.RawMessage(`{"a":2}`), InputDigest: "d2"}
+	got := d.Apply(pending())
+	if got.Status != approvals.Approved || got.DecidedBy != "key_1" || got.Note != "ok" || !got.DecidedAt.Equal(t0) {
+		t.Errorf("Apply = %+v", got)
+	}
+	if string(got.Input) != `{"a":2}` || got.InputDigest != "d2" || string(got.OriginalInput) != `{"a":1}` {
+		t.Errorf("input %s digest %s original %s", got.Input, got.InputDigest, got.OriginalInput)
+	}
+	denied := approvals.Decision{Status: approvals.Denied, Input: json.RawMessage(`{"a":3}`)}.Apply(pending())
+	if string(denied.Input) != `{"a":1}` || denied.OriginalInput != nil {
+		t.Errorf("a denial changed the input: %+v", denied)
+	}
+}
+
+func TestDigestIgnoresSpacing(t *testing.T) {
+	t.Parallel()
+	a, err := approvals.Digest(json.RawMessage(`{"b": 1, "a": [1, 2]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := approvals.Digest(json.RawMessage(`{"a":[1,2],"b":1}`))
+	c, _ := approvals.Digest(json.RawMessage(`{"a":[2,1],"b":1}`))
+	if a != b || a == c || len(a) != 64 {
+		t.Errorf("digests %s %s %s", a, b, c)
+	}
+	if _, err := approvals.Digest(json.RawMessage(`{`)); err == nil {
+		t.Error("digest of broken JSON")
+	}
+}
+
+func TestMessages(t *testing.T) {
+	t.Parallel()
+	a := pending()
+	a.ExpiresAt = time.Date(2026, 11, 29, 12, 3, 4, 0, time.UTC)
+	got := approvals.ExpiredMessage(a, a.ExpiresAt.Add(3*time.Minute+10*time.Second), "approved")
+	if got != "approval apr_1 expired at 12:03:04Z (3m ago); it can no longer be approved" {
+		t.Errorf("ExpiredMessage = %q", got)
+	}
+	d := approvals.Decision{Status: approvals.Approved, By: "key_1", At: t0}.Apply(pending())
+	if got := approvals.NotPendingMessage(d, t0, "approved"); !strings.Contains(got, "already approved by key_1 at 12:00:00Z") {
+		t.Errorf("NotPendingMessage = %q", got)
+	}
+	for d, want := range map[time.Duration]string{-time.Second: "0s", 45 * time.Second: "45s", 3 * time.Minute: "3m", 5 * time.Hour: "5h", 72 * time.Hour: "3d"} {
+		if got := approvals.Ago(d); got != want {
+			t.Errorf("Ago(%v) = %s, want %s", d, got, want)
+		}
+	}
+}
+
+func TestOnlyOwnersAndDevelopersDecide(t *testing.T) {
+	t.Parallel()
+	for role, want := range map[approvals.Role]bool{
+		approvals.RoleOwner: true, approvals.RoleDeveloper: true, approvals.RoleCustomer: false, approvals.RoleSystem: false,
+	} {
+		if got := (approvals.Actor{ProjectID: "prj_a", Role: role}).CanDecide("prj_a"); got != want {
+			t.Errorf("%s CanDecide = %v", role, got)
+		}
+	}
+	if (approvals.Actor{ProjectID: "prj_b", Role: approvals.RoleOwner}).CanDecide("prj_a") {
+		t.Error("an owner of another project decides")
+	}
+}

@@ -1,0 +1,195 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/runtime/jsvm"
+	"stead/store"
+	"stead/store/boltstore"
+	"stead/store/fsblob"
+)
+
+const benchHandlers = `
+export async function lookup(input, context) { return { id: input.id, user: context.endUserId, amount: 12 } }
+export async function enrich(input) { return { ...input.order, tier: "gold" } }
+export async function apply(input) { return { applied: true, order: input.order.id } }
+`
+
+const benchConfig = `{
+  "agents": {
+    "ungated": {
+      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" }, "apply": { "effect": "write" } },
+      "steps": [
+        { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id" } },
+        { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
+        { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
+      ]
+    },
+    "gated": {
+      "tools": { "lookup": { "effect": "read" }, "apply": { "effect": "write", "requiresApproval": true } },
+      "steps": [
+        { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id" } },
+        { "id": "apply", "tool": "apply", "input": { "order": "$steps.lookup.output" } }
+      ]
+    }
+  }
+}`
+
+// countingStore counts the writes a run costs and notes when runs are
+// claimed.
+type countingStore struct {
+	store.Store
+	writes  atomic.Int64
+	mu      sync.Mutex
+	claimed map[string]time.Time
+}
+
+func (s *countingStore) CreateRun(ctx context.Context, r store.Run, evs []store.Event) (store.Run, error) {
+	s.writes.Add(1)
+	return s.Store.CreateRun(ctx, r, evs)
+}
+
+func (s *countingStore) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
+	s.writes.Add(1)
+	return s.Store.CommitRun(ctx, c)
+}
+
+func (s *countingStore) ClaimRun(ctx context.Context, p store.ClaimParams) (store.Run, error) {
+	s.writes.Add(1)
+	r, err := s.Store.ClaimRun(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		s.claimed[r.ID] = time.Now()
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+func (s *countingStore) DecideApproval(ctx context.Context, p store.DecideParams) (approvals.Approval, store.Run, error) {
+	s.writes.Add(1)
+	return s.Store.DecideApproval(ctx, p)
+}
+
+type nopDispatch struct{}
+
+func (nopDispatch) Dispatch(context.Context, string) error { return nil }
+
+// benchEngine is an engine on a bbolt file with fsync on, as `stead dev`
+// runs it.
+func benchEngine(b *testing.B) (*engine.Engine, *countingStore, approvals.Actor) {
+	b.Helper()
+	dir := b.TempDir()
+	bolt, err := boltstore.Open(filepath.Join(dir, "stead.db"), boltstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bolt.Close() })
+	cs := &countingStore{Store: bolt, claimed: map[string]time.Time{}}
+	blobs, err := fsblob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := jsvm.New(jsvm.Options{})
+	b.Cleanup(rt.Close)
+	eng, err := engine.New(engine.Config{
+		Store: cs, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
+		Invoker: rt, Dispatch: nopDispatch{},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := bolt.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("k"), CreatedAt: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}
+	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(benchHandlers), Config: []byte(benchConfig)}); err != nil {
+		b.Fatal(err)
+	}
+	return eng, cs, actor
+}
+
+// BenchmarkRunUngated3Steps starts and executes ungated 3-step runs on the
+// embedded store with fsync on, from 1 and 16 goroutines, and reports runs/s
+// and store writes (commits) per run.
+func BenchmarkRunUngated3Steps(b *testing.B) {
+	for _, conc := range []int{1, 16} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			eng, cs, actor := benchEngine(b)
+			ctx := context.Background()
+			var n atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			before := cs.writes.Load()
+			var wg sync.WaitGroup
+			for range conc {
+				wg.Go(func() {
+					for n.Add(1) <= int64(b.N) {
+						r, _, err := eng.StartRun(ctx, actor, engine.StartParams{Agent: "ungated", Input: json.RawMessage(`{"id":"o-1"}`), EndUserID: "u1"})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if err := eng.Execute(ctx, r.ID); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
+			b.ReportMetric(float64(cs.writes.Load()-before)/float64(b.N), "commits/run")
+		})
+	}
+}
+
+// BenchmarkApproveResume measures, for gated runs paused at their approval,
+// the time from the approve call to the run being claimed by a worker again
+// (in process, embedded store with fsync on), and reports its median and p99.
+func BenchmarkApproveResume(b *testing.B) {
+	eng, cs, actor := benchEngine(b)
+	ctx := context.Background()
+	samples := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		b.StopTimer()
+		r, _, err := eng.StartRun(ctx, actor, engine.StartParams{Agent: "gated", Input: json.RawMessage(`{"id":"o-1"}`), EndUserID: "u1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Execute(ctx, r.ID); err != nil {
+			b.Fatal(err)
+		}
+		paused, err := eng.GetRun(ctx, actor, r.ID)
+		if err != nil || paused.Status != store.RunAwaitingApproval {
+			b.Fatalf("run %s: %v", paused.Status, err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		if _, err := eng.Decide(ctx, actor, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true}); err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Execute(ctx, r.ID); err != nil {
+			b.Fatal(err)
+		}
+		cs.mu.Lock()
+		samples = append(samples, cs.claimed[r.ID].Sub(t0))
+		cs.mu.Unlock()
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds())/1000, "ms-p99")
+}

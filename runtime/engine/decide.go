@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+// DecideParams is a person's decision on an approval.
+type DecideParams struct {
+	ApprovalID string
+	Approve    bool
+	Note       string
+	// Input, on approve, replaces the call's input. It is validated against
+	// the tool's schema first; an invalid edit decides nothing.
+	Input json.RawMessage
+}
+
+// EditError is an edited input the tool's schema refuses.
+type EditError struct{ Err error }
+
+func (e *EditError) Error() string { return e.Err.Error() }
+func (e *EditError) Unwrap() error { return e.Err }
+
+// Decide approves or denies a pending approval. Approve queues the run to
+// resume with exactly the approved input and dispatches it; deny fails the
+// run with approval-denied. Errors: store.ErrNotFound (missing or another
+// project's), ErrForbidden (customers never decide), approvals.ErrNotPending
+// (with the approval as it stands), approvals.ErrExpired (with the approval;
+// the run is failed approval-expired on the spot), *EditError.
+func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, error) {
+	a, err := e.store.GetApproval(ctx, p.ApprovalID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && a.ProjectID != actor.ProjectID) {
+		return approvals.Approval{}, fmt.Errorf("approval %s: %w", p.ApprovalID, store.ErrNotFound)
+	}
+	if err != nil {
+		return approvals.Approval{}, fmt.Errorf("get approval %s: %w", p.ApprovalID, err)
+	}
+	if !actor.CanDecide(a.ProjectID) {
+		return a, ErrForbidden
+	}
+	now := e.now()
+	dec := approvals.Decision{
+		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, Note: p.Note, At: now,
+	}
+	if p.Approve {
+		dec.Status = approvals.Approved
+	}
+	if p.Approve && len(p.Input) > 0 {
+		if err := e.validateEdit(ctx, a, p.Input); err != nil {
+			return a, err
+		}
+		dec.Input = compactJSON(p.Input)
+		if dec.InputDigest, err = approvals.Digest(dec.Input); err != nil {
+			return a, &EditError{err}
+		}
+	}
+	params := store.DecideParams{Decision: dec}
+	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "by": actor.ID, "note": p.Note}
+	if p.Approve {
+		if dec.Input != nil && dec.InputDigest != a.InputDigest {
+			data["input"] = dec.Input
+			data["originalInput"] = a.Input
+			data["edited"] = true
+		}
+		params.RunStatus = store.RunQueued
+		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
+		params.Events = []store.Event{event("approval.approved", now, a.StepID, data)}
+	} else {
+		msg := fmt.Sprintf("%s was denied by %s", a.Tool, actor.ID)
+		if p.Note != "" {
+			msg += ": " + p.Note
+		}
+		params.RunStatus = store.RunFailed
+		params.RunError = &store.RunError{Code: CodeApprovalDenied, Message: msg, Step: a.StepID}
+		params.Events = []store.Event{
+			event("approval.denied", now, a.StepID, data),
+			event("run.failed", now, "", map[string]any{"code": CodeApprovalDenied, "message": msg, "step": a.StepID}),
+		}
+	}
+	decided, run, err := e.store.DecideApproval(ctx, params)
+	if errors.Is(err, approvals.ErrExpired) {
+		// Past its deadline: settle it as expired now rather than at the next
+		// sweep, and refuse the decision.
+		if _, xerr := e.expire(ctx, a); xerr != nil && !errors.Is(xerr, approvals.ErrNotPending) {
+			return a, errors.Join(err, xerr)
+		}
+		return a, err
+	}
+	if err != nil {
+		return decided, err
+	}
+	e.watch.notify(run.ID)
+	if decided.Status == approvals.Approved {
+		// A lost dispatch is recovered by the sweeper after DispatchGrace.
+		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
+	}
+	return decided, nil
+}
+
+// validateEdit checks an edited input against the tool's schema in the
+// deployment the run is pinned to.
+func (e *Engine) validateEdit(ctx context.Context, a approvals.Approval, input json.RawMessage) error {
+	v, err := decode(input)
+	if err != nil {
+		return &EditError{fmt.Errorf("input: %w", err)}
+	}
+	d, err := e.deployments.get(ctx, a.ProjectID, a.Deployment)
+	if err != nil {
+		return err
+	}
+	ag, ok := d.config.Agent(a.Agent)
+	if !ok {
+		return fmt.Errorf("agent %q is not in deployment %d", a.Agent, a.Deployment)
+	}
+	tool, ok := ag.Tool(a.Tool)
+	if !ok {
+		return fmt.Errorf("tool %q is not in agent %q", a.Tool, a.Agent)
+	}
+	if err := tool.ValidateInput(v); err != nil {
+		return &EditError{err}
+	}
+	return nil
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	v, err := decode(raw)
+	if err != nil {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// expire settles a due approval as expired and fails its run.
+func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, error) {
+	now := e.now()
+	msg := fmt.Sprintf("approval %s for %s expired at %s without a decision", a.ID, a.Tool, a.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z"))
+	_, run, err := e.store.DecideApproval(ctx, store.DecideParams{
+		Decision: approvals.Decision{
+			ProjectID: a.ProjectID, ApprovalID: a.ID, Status: approvals.Expired, By: "stead", At: now,
+		},
+		RunStatus: store.RunFailed,
+		RunError:  &store.RunError{Code: CodeApprovalExpired, Message: msg, Step: a.StepID},
+		Events: []store.Event{
+			event("approval.expired", now, a.StepID, map[string]any{"approvalId": a.ID, "tool": a.Tool, "expiresAt": a.ExpiresAt}),
+			event("run.failed", now, "", map[string]any{"code": CodeApprovalExpired, "message": msg, "step": a.StepID}),
+		},
+	})
+	if err != nil {
+		return run, err
+	}
+	e.watch.notify(run.ID)
+	return run, nil
+}
+
+// SweepResult says what a sweep did.
+type SweepResult struct {
+	Expired      int `json:"expired"`
+	Redispatched int `json:"redispatched"`
+}
+
+// Sweep expires due approvals (their runs fail approval-expired) and
+// dispatches again the runs nobody is working on: queued runs whose dispatch
+// was lost and running runs whose worker died (their lease ran out). It is a
+// plain function: a ticker calls it locally, a scheduled Lambda on AWS.
+func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	now := e.now()
+	for {
+		due, err := e.store.ListDueApprovals(ctx, now, 100)
+		if err != nil {
+			return res, fmt.Errorf("list due approvals: %w", err)
+		}
+		expired := 0
+		for _, a := range due {
+			_, err := e.expire(ctx, a)
+			switch {
+			case err == nil:
+				res.Expired++
+				expired++
+			case errors.Is(err, approvals.ErrNotPending), errors.Is(err, approvals.ErrNotDue), errors.Is(err, store.ErrConflict):
+				// Decided or cancelled meanwhile.
+			default:
+				return res, fmt.Errorf("expire approval %s: %w", a.ID, err)
+			}
+		}
+		if len(due) < 100 || expired == 0 {
+			break
+		}
+	}
+	stalled, err := e.store.ListStalledRuns(ctx, now, 500)
+	if err != nil {
+		return res, fmt.Errorf("list stalled runs: %w", err)
+	}
+	for _, r := range stalled {
+		if err := e.cfg.Dispatch.Dispatch(ctx, r.ID); err != nil {
+			return res, fmt.Errorf("dispatch run %s: %w", r.ID, err)
+		}
+		res.Redispatched++
+	}
+	return res, nil
+}
+
+// GetApproval returns an approval of the actor's project (owners and
+// developers only).
+func (e *Engine) GetApproval(ctx context.Context, actor approvals.Actor, id string) (approvals.Approval, error) {
+	if !canManage(actor) {
+		return approvals.Approval{}, ErrForbidden
+	}
+	a, err := e.store.GetApproval(ctx, id)
+	if err == nil && a.ProjectID != actor.ProjectID {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return approvals.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// ListApprovals lists the actor's project's approvals.
+func (e *Engine) ListApprovals(ctx context.Context, actor approvals.Actor, f store.ApprovalFilter) (store.Page[approvals.Approval], error) {
+	if !canManage(actor) {
+		return store.Page[approvals.Approval]{}, ErrForbidden
+	}
+	f.ProjectID = actor.ProjectID
+	return e.store.ListApprovals(ctx, f)
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"stead/approvals"
+	"stead/runtime/agent"
+	"stead/runtime/bundle"
+	"stead/store"
+)
+
+// BundleName is the file name every deployed bundle has in stacks.
+const BundleName = "handlers.mjs"
+
+// DeployParams is a new deployment: an ESM bundle and the stead.json text.
+type DeployParams struct {
+	Bundle []byte
+	Config []byte
+}
+
+// Deploy validates a bundle and config together and stores them as the
+// project's next version. Errors: *agent.ConfigError (every problem with its
+// JSON pointer, including tools the bundle does not export), *bundle.Error
+// (file:line), ErrForbidden. A refused deployment stores nothing.
+func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployParams) (store.Deployment, error) {
+	if !canManage(actor) {
+		return store.Deployment{}, ErrForbidden
+	}
+	cfg, err := agent.Parse(p.Config)
+	if err != nil {
+		return store.Deployment{}, err
+	}
+	b, err := e.cfg.Compiler.Load(ctx, BundleName, p.Bundle)
+	if err != nil {
+		return store.Deployment{}, err
+	}
+	if err := cfg.CheckExports(b.Functions()); err != nil {
+		return store.Deployment{}, err
+	}
+	if err := e.cfg.Blobs.Put(ctx, b.Digest, p.Bundle); err != nil {
+		return store.Deployment{}, fmt.Errorf("store bundle: %w", err)
+	}
+	d, err := e.store.CreateDeployment(ctx, store.Deployment{
+		ProjectID:  actor.ProjectID,
+		Digest:     b.Digest,
+		BundleSize: int64(len(p.Bundle)),
+		Config:     cfg.Raw,
+		Agents:     cfg.AgentNames(),
+		CreatedBy:  actor.ID,
+		CreatedAt:  e.now(),
+	})
+	if err != nil {
+		return store.Deployment{}, fmt.Errorf("create deployment: %w", err)
+	}
+	return d, nil
+}
+
+// canManage: owners and developers deploy, start and cancel runs.
+func canManage(a approvals.Actor) bool {
+	return a.Role == approvals.RoleOwner || a.Role == approvals.RoleDeveloper
+}
+
+// deployment is a deployment ready to run: its parsed config and bundle.
+type deployment struct {
+	store.Deployment
+	config *agent.Config
+	bundle *bundle.Bundle
+}
+
+type deploymentKey struct {
+	project string
+	version int
+}
+
+// deploymentCache keeps parsed configs per deployment; bundles are cached by
+// the compiler.
+type deploymentCache struct {
+	e       *Engine
+	configs *lru.Cache[deploymentKey, *deployment]
+}
+
+func newDeploymentCache(e *Engine) *deploymentCache {
+	c, _ := lru.New[deploymentKey, *deployment](256)
+	return &deploymentCache{e: e, configs: c}
+}
+
+// get returns a deployment with its bundle compiled.
+func (c *deploymentCache) get(ctx context.Context, projectID string, version int) (*deployment, error) {
+	k := deploymentKey{projectID, version}
+	d, ok := c.configs.Get(k)
+	if !ok {
+		rec, err := c.e.store.GetDeployment(ctx, projectID, version)
+		if err != nil {
+			return nil, fmt.Errorf("get deployment %d: %w", version, err)
+		}
+		cfg, err := agent.Parse(rec.Config)
+		if err != nil {
+			return nil, fmt.Errorf("parse config of deployment %d: %w", version, err)
+		}
+		d = &deployment{Deployment: rec, config: cfg}
+		c.configs.Add(k, d)
+	}
+	if b, ok := c.e.cfg.Compiler.Get(d.Digest); ok {
+		return &deployment{Deployment: d.Deployment, config: d.config, bundle: b}, nil
+	}
+	src, err := c.e.cfg.Blobs.Get(ctx, d.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("get bundle %s: %w", d.Digest, err)
+	}
+	b, err := c.e.cfg.Compiler.Load(ctx, BundleName, src)
+	if err != nil {
+		return nil, fmt.Errorf("compile bundle %s: %w", d.Digest, err)
+	}
+	if b.Digest != d.Digest {
+		return nil, fmt.Errorf("bundle %s: stored bytes have digest %s", d.Digest, b.Digest)
+	}
+	return &deployment{Deployment: d.Deployment, config: d.config, bundle: b}, nil
+}
+
+// latest returns the project's newest deployment.
+func (c *deploymentCache) latest(ctx context.Context, projectID string) (*deployment, error) {
+	rec, err := c.e.store.LatestDeployment(ctx, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNoDeployment
+	}
+	if err != nil {
+		return nil, fmt.Errorf("latest deployment: %w", err)
+	}
+	return c.get(ctx, projectID, rec.Version)
+}
+
+// Deployments lists the project's deployments, newest first.
+func (e *Engine) Deployments(ctx context.Context, actor approvals.Actor, cursor string, limit int) (store.Page[store.Deployment], error) {
+	if !canManage(actor) {
+		return store.Page[store.Deployment]{}, ErrForbidden
+	}
+	return e.store.ListDeployments(ctx, actor.ProjectID, cursor, limit)
+}
+
+// Agents returns the agents of the latest deployment with their parsed
+// configuration.
+func (e *Engine) Agents(ctx context.Context, actor approvals.Actor) (store.Deployment, *agent.Config, error) {
+	if !canManage(actor) {
+		return store.Deployment{}, nil, ErrForbidden
+	}
+	d, err := e.deployments.latest(ctx, actor.ProjectID)
+	if err != nil {
+		return store.Deployment{}, nil, err
+	}
+	return d.Deployment, d.config, nil
+}
+
+// DeploymentConfig returns the parsed config of one deployment.
+func (e *Engine) DeploymentConfig(ctx context.Context, actor approvals.Actor, version int) (*agent.Config, error) {
+	if !canManage(actor) {
+		return nil, ErrForbidden
+	}
+	d, err := e.deployments.get(ctx, actor.ProjectID, version)
+	if err != nil {
+		return nil, err
+	}
+	return d.config, nil
+}

@@ -1,0 +1,174 @@
+// Package engine is the run state machine: it starts runs, executes an
+// agent's steps until the run ends or reaches a gated tool call, records the
+// approval and releases the worker, resumes on approve, fails on deny or
+// expiry, and sweeps what was left behind. It is store-agnostic: the same
+// engine runs in `stead dev` (bbolt, an in-process worker pool, a ticker)
+// and on AWS (DynamoDB, async Lambda invokes, a scheduled sweeper).
+//
+// Invariants the engine keeps (see DESIGN.md):
+//   - Policy is decided before any side effect; the approval gate is per tool
+//     call, not per step.
+//   - What runs after approval is exactly the approved input, bound by digest.
+//   - A completed step never runs again; a step that may have started before
+//     a crash is re-run with the same idempotency key (at-least-once).
+//   - Trust only goes down.
+//   - Every write that moves a run is conditional on its version or lease.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"stead/runtime/bundle"
+	"stead/runtime/jsvm"
+	"stead/store"
+)
+
+// Errors the engine returns besides the store's and approvals' sentinels.
+var (
+	// ErrForbidden: the actor's role may not do this.
+	ErrForbidden = errors.New("forbidden")
+	// ErrIdempotencyKeyReused: the key was used for a different request.
+	ErrIdempotencyKeyReused = errors.New("idempotency key was already used with a different request")
+	// ErrRunFinished: the run already ended.
+	ErrRunFinished = errors.New("run has already finished")
+	// ErrNoDeployment: the project has nothing deployed yet.
+	ErrNoDeployment = errors.New("nothing is deployed yet; deploy a bundle and stead.json first (stead deploy)")
+)
+
+// Invoker runs one handler export.
+type Invoker interface {
+	Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error)
+}
+
+// Blobs keeps bundles by digest.
+type Blobs interface {
+	// Put stores data under its sha256 digest; storing the same digest again
+	// is not an error.
+	Put(ctx context.Context, digest string, data []byte) error
+	// Get returns the data or an error wrapping store.ErrNotFound.
+	Get(ctx context.Context, digest string) ([]byte, error)
+}
+
+// Dispatcher hands a run to a worker that will call Execute. Delivery is at
+// least once; duplicates are harmless because the claim is conditional.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, runID string) error
+}
+
+// Config wires an Engine.
+type Config struct {
+	Store    store.Store
+	Blobs    Blobs
+	Compiler *bundle.Compiler
+	Invoker  Invoker
+	Dispatch Dispatcher
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Entropy feeds ids; crypto/rand when nil.
+	Entropy func(p []byte) (int, error)
+	// WorkerID names this process in leases.
+	WorkerID string
+	// LeaseMargin is added to the longest tool timeout of an agent to form a
+	// run's lease; 30s when zero.
+	LeaseMargin time.Duration
+	// DispatchGrace is how long a queued run may wait for a worker before the
+	// sweeper dispatches it again; 30s when zero.
+	DispatchGrace time.Duration
+	// PollInterval is how often waiters re-read a run changed by another
+	// process; 1s when zero.
+	PollInterval time.Duration
+	// MaxOutputInline bounds a step output kept in the store; larger outputs
+	// fail the step. 256 KiB when zero (the handler result limit).
+	MaxOutputInline int
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("engine config: Store is required")
+	case c.Blobs == nil:
+		return errors.New("engine config: Blobs is required")
+	case c.Compiler == nil:
+		return errors.New("engine config: Compiler is required")
+	case c.Invoker == nil:
+		return errors.New("engine config: Invoker is required")
+	case c.Dispatch == nil:
+		return errors.New("engine config: Dispatch is required")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Entropy == nil {
+		c.Entropy = rand.Read
+	}
+	if c.WorkerID == "" {
+		c.WorkerID = "worker"
+	}
+	if c.LeaseMargin <= 0 {
+		c.LeaseMargin = 30 * time.Second
+	}
+	if c.DispatchGrace <= 0 {
+		c.DispatchGrace = 30 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.MaxOutputInline <= 0 {
+		c.MaxOutputInline = 256 << 10
+	}
+	return nil
+}
+
+// Engine runs agents. It is safe for concurrent use.
+type Engine struct {
+	cfg         Config
+	store       store.Store
+	deployments *deploymentCache
+	watch       *hub
+
+	idMu sync.Mutex
+	ids  *ulid.MonotonicEntropy
+
+	runningMu sync.Mutex
+	running   map[string]context.CancelFunc
+
+	// keys caches project signing keys by project id.
+	keys sync.Map
+}
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:     cfg,
+		store:   cfg.Store,
+		watch:   newHub(),
+		running: map[string]context.CancelFunc{},
+		ids:     ulid.Monotonic(readerFunc(cfg.Entropy), 0),
+	}
+	e.deployments = newDeploymentCache(e)
+	return e, nil
+}
+
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// newID returns a sortable unique id with a prefix: "run_01J…".
+func (e *Engine) newID(prefix string) string {
+	e.idMu.Lock()
+	defer e.idMu.Unlock()
+	id := ulid.MustNew(ulid.Timestamp(e.cfg.Now()), e.ids)
+	return fmt.Sprintf("%s_%s", prefix, id.String())
+}
+
+func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }

@@ -1,0 +1,538 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+func TestUngatedRunSucceeds(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("plain", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	want := []string{"run.created", "run.started",
+		"step.started", "step.completed", "step.started", "step.completed",
+		"step.started", "cost.recorded", "step.completed", "run.succeeded"}
+	if got := h.eventTypes(r.ID); !slices.Equal(got, want) {
+		t.Errorf("trace = %v\nwant    %v", got, want)
+	}
+	// Expressions carried outputs forward: two got one's user, three got two's output.
+	if c := h.calls(r.ID, "two"); len(c) != 1 || c[0].Input["text"] != "alice" {
+		t.Errorf("step two calls = %+v", c)
+	}
+	if c := h.calls(r.ID, "three"); len(c) != 1 || jsonString(c[0].Input["prev"]) != `{"noted":"alice"}` {
+		t.Errorf("step three calls = %+v", c)
+	}
+	if string(r.Output) != `{"ok":true}` {
+		t.Errorf("output = %s", r.Output)
+	}
+	if r.Costs != (store.Costs{TokensInput: 100, TokensOutput: 20, CostUSD: 0.5}) {
+		t.Errorf("costs = %+v", r.Costs)
+	}
+	steps, err := h.store.ListSteps(h.ctx, r.ID)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("steps = %v, %v", steps, err)
+	}
+	if steps[2].Costs.CostUSD != 0.5 || steps[0].Costs.CostUSD != 0 {
+		t.Errorf("step costs = %+v / %+v", steps[0].Costs, steps[2].Costs)
+	}
+	for i, s := range steps {
+		if s.IdempotencyKey != engine.IdempotencyKey(h.project, r.ID, i, s.ID) {
+			t.Errorf("step %d key = %s", i, s.IdempotencyKey)
+		}
+	}
+	// Log lines are captured, and the broker token in them is redacted.
+	var logged []string
+	for _, e := range h.events(r.ID) {
+		if e.Type == "log" {
+			logged = append(logged, string(e.Data))
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "spent [REDACTED]") || strings.Contains(logged[0], "brk_") {
+		t.Errorf("log events = %v", logged)
+	}
+}
+
+func TestApprovePath(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	if a.Tool != "refundOrder" || a.StepID != "refund" || a.Reason == "" || a.RunID != r.ID || a.EndUserID != "alice" {
+		t.Errorf("approval = %+v", a)
+	}
+	if !a.ExpiresAt.Equal(a.RequestedAt.Add(time.Hour)) {
+		t.Errorf("expiresAt = %v, want the tool's 1h timeout after %v", a.ExpiresAt, a.RequestedAt)
+	}
+	if jsonString(json.RawMessage(a.Input)) != `{"item":{"amount":12,"id":"o-1"}}` {
+		t.Errorf("approval input = %s", a.Input)
+	}
+	// Nothing ran for the gated step before the decision.
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Fatalf("gated handler ran before approval: %+v", c)
+	}
+	got, err := h.decide(h.owner, a.ID, true, "ok", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != approvals.Approved || got.DecidedBy != "key_owner" || got.Note != "ok" {
+		t.Errorf("decided approval = %+v", got)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if string(r.Output) != `{"refunded":12,"orderId":"o-1"}` {
+		t.Errorf("output = %s", r.Output)
+	}
+	// The first step did not run again on resume; the gated one ran once with
+	// the key shown in the approval request.
+	if c := h.calls(r.ID, "orders"); len(c) != 1 {
+		t.Errorf("orders ran %d times", len(c))
+	}
+	c := h.calls(r.ID, "refund")
+	if len(c) != 1 {
+		t.Fatalf("refund ran %d times", len(c))
+	}
+	if key := h.eventData(r.ID, "approval.requested")["idempotencyKey"]; c[0].Key != key || c[0].Key != engine.IdempotencyKey(h.project, r.ID, 1, "refund") {
+		t.Errorf("key at run %s, announced %v", c[0].Key, key)
+	}
+	want := []string{"run.created", "run.started", "step.started", "step.completed", "approval.requested",
+		"approval.approved", "run.started", "step.started", "step.completed", "run.succeeded"}
+	if got := h.eventTypes(r.ID); !slices.Equal(got, want) {
+		t.Errorf("trace = %v\nwant    %v", got, want)
+	}
+	if d := h.eventData(r.ID, "approval.approved"); d["by"] != "key_owner" || d["note"] != "ok" {
+		t.Errorf("approval.approved data = %v", d)
+	}
+}
+
+func TestApproveWithEditedInput(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+
+	// An edit the schema refuses decides nothing.
+	_, err := h.decide(h.dev, a.ID, true, "", `{"item":{"id":"o-1","amount":"all of it"}}`)
+	var ee *engine.EditError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), `Invalid arguments for "refundOrder": item.amount: must be a number`) {
+		t.Fatalf("invalid edit: err = %v", err)
+	}
+	if still := h.pending(r.ID); still.Status != approvals.Pending || string(still.Input) != string(a.Input) {
+		t.Fatalf("invalid edit changed the approval: %+v", still)
+	}
+	if _, err := h.decide(h.dev, a.ID, true, "", `{not json`); !errors.As(err, &ee) {
+		t.Fatalf("malformed edit: err = %v", err)
+	}
+
+	// A valid edit is what runs, and the trace records it and who approved.
+	got, err := h.decide(h.dev, a.ID, true, "half only", `{"item": {"id": "o-1", "amount": 6}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Input) != `{"item":{"amount":6,"id":"o-1"}}` || string(got.OriginalInput) != string(a.Input) {
+		t.Errorf("approval input %s original %s", got.Input, got.OriginalInput)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	c := h.calls(r.ID, "refund")
+	if len(c) != 1 || jsonString(c[0].Input) != `{"item":{"amount":6,"id":"o-1"}}` {
+		t.Fatalf("refund ran with %+v, want the edited input", c)
+	}
+	d := h.eventData(r.ID, "approval.approved")
+	if d["edited"] != true || d["by"] != "key_dev" || jsonString(d["input"]) != `{"item":{"amount":6,"id":"o-1"}}` {
+		t.Errorf("approval.approved = %v", d)
+	}
+}
+
+func TestDeny(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	if _, err := h.decide(h.owner, a.ID, false, "not eligible", ""); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeApprovalDenied)
+	if !strings.Contains(r.Error.Message, "not eligible") || r.Error.Step != "refund" {
+		t.Errorf("error = %+v", r.Error)
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Errorf("denied call ran: %+v", c)
+	}
+	types := h.eventTypes(r.ID)
+	if types[len(types)-2] != "approval.denied" || types[len(types)-1] != "run.failed" {
+		t.Errorf("trace ends %v", types)
+	}
+	// Deciding again is refused with the approval as it stands.
+	got, err := h.decide(h.owner, a.ID, true, "", "")
+	wantErr(t, err, approvals.ErrNotPending)
+	if got.Status != approvals.Denied {
+		t.Errorf("refused decision returned %+v", got)
+	}
+}
+
+func TestExpiryViaSweeper(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+
+	h.clock.Advance(59 * time.Minute)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Expired != 0 {
+		t.Fatalf("sweep before the deadline: %+v, %v", res, err)
+	}
+	h.clock.Advance(time.Minute)
+	res, err := h.eng.Sweep(h.ctx)
+	if err != nil || res.Expired != 1 {
+		t.Fatalf("sweep at the deadline: %+v, %v", res, err)
+	}
+	h.drain()
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeApprovalExpired)
+	got, _ := h.eng.GetApproval(h.ctx, h.owner, a.ID)
+	if got.Status != approvals.Expired {
+		t.Errorf("approval status = %s, want expired (not denied)", got.Status)
+	}
+	if slices.Contains(h.eventTypes(r.ID), "approval.denied") || !slices.Contains(h.eventTypes(r.ID), "approval.expired") {
+		t.Errorf("trace = %v", h.eventTypes(r.ID))
+	}
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); !errors.Is(err, approvals.ErrNotPending) {
+		t.Errorf("approve after expiry: %v", err)
+	}
+}
+
+func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	h.clock.Advance(time.Hour) // exactly at the deadline: too late
+	_, err := h.decide(h.owner, a.ID, true, "", "")
+	wantErr(t, err, approvals.ErrExpired)
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Errorf("expired approval ran the call: %+v", c)
+	}
+	// The refused decision settled it as expired on the spot.
+	wantStatus(t, h.run(r.ID), store.RunFailed, engine.CodeApprovalExpired)
+	if _, err := h.decide(h.owner, a.ID, false, "", ""); !errors.Is(err, approvals.ErrNotPending) {
+		t.Errorf("deny after expiry: %v", err)
+	}
+}
+
+func TestForeignStaleAndCustomerDecisions(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+
+	_, err := h.decide(h.other, a.ID, true, "", "")
+	wantErr(t, err, store.ErrNotFound)
+	_, err = h.decide(h.owner, "apr_01JUNKUNKNOWN", true, "", "")
+	wantErr(t, err, store.ErrNotFound)
+	_, err = h.decide(h.customer, a.ID, true, "", "")
+	wantErr(t, err, engine.ErrForbidden)
+	if _, err := h.eng.GetRun(h.ctx, h.other, r.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another project reads the run: %v", err)
+	}
+	if _, err := h.eng.GetApproval(h.ctx, h.other, a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another project reads the approval: %v", err)
+	}
+	// The customer sees its own run but cannot start or cancel runs.
+	if _, err := h.eng.GetRun(h.ctx, h.customer, r.ID); err != nil {
+		t.Errorf("customer reads its own run: %v", err)
+	}
+	bob := h.customer
+	bob.EndUserID, bob.ID = "bob", "customer:bob"
+	if _, err := h.eng.GetRun(h.ctx, bob, r.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another end user reads the run: %v", err)
+	}
+	if _, err := h.eng.Cancel(h.ctx, h.customer, r.ID); !errors.Is(err, engine.ErrForbidden) {
+		t.Errorf("customer cancels: %v", err)
+	}
+	if _, _, err := h.eng.StartRun(h.ctx, h.customer, engine.StartParams{Agent: "plain", EndUserID: "alice"}); !errors.Is(err, engine.ErrForbidden) {
+		t.Errorf("customer starts a run: %v", err)
+	}
+	// After all the refusals it is still pending, and an owner decides it.
+	if h.pending(r.ID).Status != approvals.Pending {
+		t.Fatal("refused decisions changed the approval")
+	}
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+}
+
+func TestConcurrentDecidersOneWins(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		wins     []bool
+		refusals int
+	)
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := h.eng.Decide(h.ctx, h.owner, engine.DecideParams{ApprovalID: a.ID, Approve: i%2 == 0, Note: fmt.Sprint(i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins = append(wins, i%2 == 0)
+			case errors.Is(err, approvals.ErrNotPending):
+				refusals++
+			default:
+				t.Errorf("decider %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(wins) != 1 || refusals != 49 {
+		t.Fatalf("%d decisions won, %d refused; want exactly one winner", len(wins), refusals)
+	}
+	h.drain()
+	if wins[0] {
+		wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+		if c := h.calls(r.ID, "refund"); len(c) != 1 {
+			t.Errorf("approved call ran %d times", len(c))
+		}
+	} else {
+		wantStatus(t, h.run(r.ID), store.RunFailed, engine.CodeApprovalDenied)
+	}
+}
+
+func TestUntrustedEscalation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ agent, origin, lowerStep string }{
+		{"reviews", "tool:fetchReviews", "reviews"},
+		{"relay", "email:x@example.com", "relay"},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t)
+			r := h.start(tc.agent, `{}`)
+			a := h.pending(r.ID)
+			r = h.run(r.ID)
+			if r.Trust != store.Untrusted || r.TrustOrigin != tc.origin {
+				t.Errorf("trust = %s (%s), want untrusted by %s", r.Trust, r.TrustOrigin, tc.origin)
+			}
+			if a.Tool != "addNote" || !strings.Contains(a.Reason, "untrusted") {
+				t.Errorf("approval = %s %q", a.Tool, a.Reason)
+			}
+			if d := h.eventData(r.ID, "trust.lowered"); d["origin"] != tc.origin {
+				t.Errorf("trust.lowered = %v", d)
+			}
+			if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			r = h.run(r.ID)
+			wantStatus(t, r, store.RunSucceeded, "")
+			if r.Trust != store.Untrusted {
+				t.Error("trust went back up")
+			}
+		})
+	}
+}
+
+func TestPolicyRules(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	// A matching deny rule beats requiresApproval: the run fails without asking.
+	r := h.start("rules", `{"text":"hello","amount":5000}`)
+	wantStatus(t, r, store.RunFailed, engine.CodePolicyDenied)
+	if !strings.Contains(r.Error.Message, "never automatic") {
+		t.Errorf("error = %+v", r.Error)
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Error("denied call ran")
+	}
+	if c := h.calls(r.ID, "note"); len(c) != 1 {
+		t.Errorf("allowed note ran %d times", len(c))
+	}
+	if d := h.eventData(r.ID, "step.started"); !strings.Contains(jsonString(d["policy"]), "notes are harmless") {
+		t.Errorf("the allow decision's reason is not in the trace: %v", d)
+	}
+
+	// An ask rule whose `when` matches asks, with its reason.
+	r = h.start("rules", `{"text":"sensitive","amount":5}`)
+	a := h.pending(r.ID)
+	if a.Tool != "addNote" || !strings.HasSuffix(a.Reason, "sensitive notes need a look") {
+		t.Errorf("approval = %s %q", a.Tool, a.Reason)
+	}
+	// Once approved, the next gated call (requiresApproval) asks again.
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	a2 := h.pending(r.ID)
+	if a2.Tool != "refundOrder" || a2.ID == a.ID {
+		t.Errorf("second approval = %+v", a2)
+	}
+
+	// A `when` that does not match leaves the tool's own posture.
+	r = h.start("rules", `{"text":"plain","amount":5}`)
+	if a := h.pending(r.ID); a.Tool != "refundOrder" {
+		t.Errorf("approval for %s, want refundOrder (requiresApproval)", a.Tool)
+	}
+}
+
+func TestInvalidStepInputFailsBeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	// amount is a string: the refund step's input fails its schema.
+	r := h.start("refunds", `{"orderId":"o-1","amount":"twelve"}`)
+	wantStatus(t, r, store.RunFailed, engine.CodeInvalidInput)
+	if r.Error.Message != `Invalid arguments for "refundOrder": item.amount: must be a number` {
+		t.Errorf("message = %q", r.Error.Message)
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Error("a call with invalid input ran")
+	}
+	// A run input the agent refuses creates nothing.
+	_, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "refunds", Input: json.RawMessage(`{}`), EndUserID: "alice"})
+	var ie *engine.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "orderId") {
+		t.Fatalf("start with bad input: %v", err)
+	}
+	page, _ := h.store.ListRuns(h.ctx, store.RunFilter{ProjectID: h.project, Agent: "refunds"})
+	if len(page.Items) != 1 {
+		t.Errorf("%d refunds runs stored, want only the first", len(page.Items))
+	}
+}
+
+func TestHandlerErrorFailsRunAndKeepsCosts(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("failing", `{}`)
+	wantStatus(t, r, store.RunFailed, engine.CodeHandlerError)
+	if !strings.Contains(r.Error.Message, "card declined") || strings.Contains(r.Error.Message, "brk_") {
+		t.Errorf("error = %q (token must be redacted)", r.Error.Message)
+	}
+	if r.Costs.CostUSD != 0.5 {
+		t.Errorf("costs = %+v", r.Costs)
+	}
+	for _, e := range h.events(r.ID) {
+		if strings.Contains(string(e.Data), "brk_") {
+			t.Errorf("event %s leaks the broker token: %s", e.Type, e.Data)
+		}
+	}
+}
+
+func TestCancelWhileAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	got, err := h.eng.Cancel(h.ctx, h.dev, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, got, store.RunCancelled, engine.CodeCancelled)
+	if ap, _ := h.eng.GetApproval(h.ctx, h.owner, a.ID); ap.Status != approvals.Cancelled {
+		t.Errorf("approval = %s, want cancelled", ap.Status)
+	}
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); !errors.Is(err, approvals.ErrNotPending) {
+		t.Errorf("approve after cancel: %v", err)
+	}
+	if _, err := h.eng.Cancel(h.ctx, h.dev, r.ID); !errors.Is(err, engine.ErrRunFinished) {
+		t.Errorf("second cancel: %v", err)
+	}
+	h.drain()
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Error("cancelled call ran")
+	}
+}
+
+func TestCancelQueuedRun(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.eng.Cancel(h.ctx, h.owner, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.drain() // the dispatch finds nothing to claim
+	wantStatus(t, h.run(r.ID), store.RunCancelled, engine.CodeCancelled)
+	if c := h.calls(r.ID, "one"); len(c) != 0 {
+		t.Error("a cancelled run executed")
+	}
+}
+
+func TestIdempotentStart(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	p := engine.StartParams{Agent: "plain", Input: json.RawMessage(`{"a": 1}`), EndUserID: "alice", IdempotencyKey: "k1"}
+	r1, created, err := h.eng.StartRun(h.ctx, h.dev, p)
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	p.Input = json.RawMessage(`{"a":1}`) // same request, other spacing
+	r2, created, err := h.eng.StartRun(h.ctx, h.dev, p)
+	if err != nil || created || r2.ID != r1.ID {
+		t.Fatalf("repeat: %s created=%v err=%v, want %s", r2.ID, created, err, r1.ID)
+	}
+	p.Input = json.RawMessage(`{"a":2}`)
+	if _, _, err := h.eng.StartRun(h.ctx, h.dev, p); !errors.Is(err, engine.ErrIdempotencyKeyReused) {
+		t.Fatalf("different body: %v", err)
+	}
+	h.drain()
+	if c := h.calls(r1.ID, "one"); len(c) != 1 {
+		t.Errorf("the run executed %d times", len(c))
+	}
+}
+
+func TestRunPinsItsDeployment(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	// Redeploy with refundOrder returning something else; the paused run
+	// resumes on the version it started with.
+	h.deploy(h.owner, strings.Replace(handlers, "return { refunded:", "return { v2: true, refunded:", 1), config)
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if strings.Contains(string(r.Output), "v2") || r.Deployment != 1 {
+		t.Errorf("run on deployment %d output %s, want version 1's", r.Deployment, r.Output)
+	}
+	r2 := h.start("plain", `{}`)
+	if r2.Deployment != 2 {
+		t.Errorf("new run pinned to %d, want 2", r2.Deployment)
+	}
+}
+
+func TestDeployRefusals(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	_, err := h.eng.Deploy(h.ctx, h.owner, engine.DeployParams{Bundle: []byte(`export function listOrders(){}`), Config: []byte(config)})
+	if err == nil || !strings.Contains(err.Error(), `config names tool "refundOrder", bundle exports: listOrders`) {
+		t.Errorf("missing exports: %v", err)
+	}
+	_, err = h.eng.Deploy(h.ctx, h.owner, engine.DeployParams{Bundle: []byte(handlers), Config: []byte(`{"agents": {"x": {}}}`)})
+	if err == nil {
+		t.Error("an invalid config deployed")
+	}
+	if _, err := h.eng.Deploy(h.ctx, h.customer, engine.DeployParams{Bundle: []byte(handlers), Config: []byte(config)}); !errors.Is(err, engine.ErrForbidden) {
+		t.Errorf("customer deploys: %v", err)
+	}
+	page, _ := h.store.ListDeployments(h.ctx, h.project, "", 10)
+	if len(page.Items) != 1 {
+		t.Errorf("%d deployments, want 1: refused deployments must store nothing", len(page.Items))
+	}
+}

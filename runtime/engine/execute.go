@@ -1,0 +1,464 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/agent"
+	"stead/runtime/jsvm"
+	"stead/store"
+)
+
+// Run error codes, stable for the API and CLI.
+const (
+	CodeApprovalDenied  = "approval-denied"
+	CodeApprovalExpired = "approval-expired"
+	CodePolicyDenied    = "policy-denied"
+	CodeInvalidInput    = "invalid-input"
+	CodeInvalidOutput   = "invalid-output"
+	CodeHandlerError    = "handler-error"
+	CodeTimeout         = "timeout"
+	CodeCancelled       = "cancelled"
+	CodeInternal        = "internal-error"
+)
+
+// errStop ends an execution without a write: the run changed under the
+// worker (cancelled, or its lease was taken over) or the worker is shutting
+// down. Whatever it was doing is redone by whoever holds the run next.
+var errStop = errors.New("execution stopped")
+
+// Execute claims a run and executes its steps until the run ends or waits
+// for an approval, then releases it. A run that cannot be claimed — another
+// worker holds it, it awaits approval, it ended — is left alone and Execute
+// returns nil, so duplicate dispatches are harmless. An error means the run
+// could not be worked on now (the store is unreachable, the worker is
+// shutting down); it stays claimable and the sweeper dispatches it again.
+func (e *Engine) Execute(ctx context.Context, runID string) error {
+	now := e.now()
+	r, err := e.store.GetRun(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("execute %s: %w", runID, err)
+	}
+	if !claimable(r, now) {
+		return nil
+	}
+	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
+	if err != nil {
+		return fmt.Errorf("execute %s: %w", runID, err)
+	}
+	ag, ok := d.config.Agent(r.Agent)
+	if !ok {
+		return fmt.Errorf("execute %s: agent %q is not in deployment %d", runID, r.Agent, r.Deployment)
+	}
+	lease := e.lease(ag)
+	r, err = e.store.ClaimRun(ctx, store.ClaimParams{
+		RunID: runID, Owner: e.cfg.WorkerID + "/" + e.newID("lease"), Until: now.Add(lease), Now: now,
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", runID, err)
+	}
+	e.watch.notify(runID)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.runningMu.Lock()
+	e.running[runID] = cancel
+	e.runningMu.Unlock()
+	defer func() {
+		e.runningMu.Lock()
+		delete(e.running, runID)
+		e.runningMu.Unlock()
+	}()
+
+	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease}
+	err = x.execute(ctx)
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+func claimable(r store.Run, now time.Time) bool {
+	return r.Status == store.RunQueued || (r.Status == store.RunRunning && r.LeaseUntil.Before(now))
+}
+
+// lease is how long a claim holds a run: the agent's longest tool timeout
+// plus a margin, renewed with every write.
+func (e *Engine) lease(ag *agent.Agent) time.Duration {
+	longest := time.Duration(0)
+	for _, name := range ag.ToolNames() {
+		if t, _ := ag.Tool(name); t.Timeout > longest {
+			longest = t.Timeout
+		}
+	}
+	return longest + e.cfg.LeaseMargin
+}
+
+// execution is one claim of a run by this worker.
+type execution struct {
+	e       *Engine
+	run     store.Run
+	dep     *deployment
+	agent   *agent.Agent
+	lease   time.Duration
+	outputs map[string]any
+	// pending are events not yet written; the next commit writes them.
+	pending []store.Event
+	// token is the run's broker token, registered for redaction.
+	token string
+}
+
+func (x *execution) emit(typ, step string, data map[string]any) {
+	x.pending = append(x.pending, event(typ, x.e.now(), step, data))
+}
+
+func (x *execution) execute(ctx context.Context) error {
+	steps := x.agent.Steps
+	x.emit("run.started", "", map[string]any{"attempt": x.run.Attempts, "cursor": x.run.Cursor, "worker": x.e.cfg.WorkerID})
+	if err := x.loadOutputs(ctx); err != nil {
+		return err
+	}
+	tok, err := x.e.brokerToken(ctx, x.run.ProjectID, x.run.ID)
+	if err != nil {
+		return err
+	}
+	x.token = tok
+	for x.run.Cursor < len(steps) {
+		step := steps[x.run.Cursor]
+		out, err := x.step(ctx, step)
+		switch {
+		case errors.Is(err, errPaused):
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := x.complete(ctx, step, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadOutputs reads the outputs of the steps completed before this claim.
+func (x *execution) loadOutputs(ctx context.Context) error {
+	x.outputs = map[string]any{}
+	if x.run.Cursor == 0 {
+		return nil
+	}
+	steps, err := x.e.store.ListSteps(ctx, x.run.ID)
+	if err != nil {
+		return fmt.Errorf("load steps of %s: %w", x.run.ID, err)
+	}
+	for _, s := range steps {
+		v, err := decode(s.Output)
+		if err != nil {
+			return fmt.Errorf("decode output of step %s: %w", s.ID, err)
+		}
+		x.outputs[s.ID] = v
+	}
+	return nil
+}
+
+// errPaused: the step waits for an approval; the run was released.
+var errPaused = errors.New("paused for approval")
+
+// stepOutput is what a completed step leaves.
+type stepOutput struct {
+	output json.RawMessage
+	value  any
+	costs  store.Costs
+	key    string
+}
+
+// step executes one step. It returns the completed step's output, errPaused
+// after recording an approval, errStop, or another error after recording the
+// run as failed (then wrapped in errStop).
+func (x *execution) step(ctx context.Context, s *agent.Step) (stepOutput, error) {
+	input, err := s.ResolveInput(agent.Scope{
+		Input: mustDecode(x.run.Input), Outputs: x.outputs, RunID: x.run.ID, EndUserID: x.run.EndUserID,
+	})
+	if err != nil {
+		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
+	}
+	return x.callTool(ctx, s, s.ID, s.Tool, input)
+}
+
+func mustDecode(raw json.RawMessage) any {
+	v, _ := decode(raw)
+	return v
+}
+
+// IdempotencyKey is the key a call's handler sees: derived from project,
+// run, step and call, so it is the same across crash retries and across the
+// approval pause.
+func IdempotencyKey(projectID, runID string, stepIndex int, callID string) string {
+	sum := sha256.Sum256([]byte("stead/idempotency\x00" + projectID + "\x00" + runID + "\x00" + strconv.Itoa(stepIndex) + "\x00" + callID))
+	return "idk_" + hex.EncodeToString(sum[:16])
+}
+
+// callTool runs one tool call through the gate: validate, decide policy, and
+// then pause for an approval, fail, or invoke the handler. A call whose
+// approval was granted runs with exactly the approved input.
+func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolName string, input any) (stepOutput, error) {
+	tool, ok := x.agent.Tool(toolName)
+	if !ok {
+		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: tool %q is not declared", s.ID, toolName))
+	}
+	key := IdempotencyKey(x.run.ProjectID, x.run.ID, s.Index, callID)
+	policy := map[string]any{}
+
+	approved, err := x.approvedCall(ctx, s, callID)
+	if err != nil {
+		return stepOutput{}, err
+	}
+	if approved != nil {
+		input, err = decode(approved.Input)
+		if err != nil {
+			return stepOutput{}, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: stored input is not JSON: %v", approved.ID, err))
+		}
+		policy = map[string]any{"decision": "approved", "approvalId": approved.ID, "by": approved.DecidedBy}
+	} else {
+		if err := tool.ValidateInput(input); err != nil {
+			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts})
+			return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, err.Error())
+		}
+		d := x.agent.Decide(tool.Name, input, x.run.Trust == store.Untrusted)
+		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
+		switch d.Outcome {
+		case agent.Deny:
+			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy})
+			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+		case agent.Ask:
+			return stepOutput{}, x.pause(ctx, s, callID, tool, input, d.Reason)
+		}
+	}
+
+	inputJSON, err := json.Marshal(input)
+	if err != nil {
+		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
+	}
+	x.emit("step.started", s.ID, map[string]any{
+		"tool": tool.Name, "input": json.RawMessage(inputJSON), "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy,
+	})
+
+	callCtx, cancel := context.WithTimeout(ctx, tool.Timeout)
+	defer cancel()
+	started := x.e.now()
+	res, err := x.e.cfg.Invoker.Invoke(callCtx, x.dep.bundle, jsvm.Invocation{
+		Export:         tool.Name,
+		Input:          inputJSON,
+		RunID:          x.run.ID,
+		StepID:         s.ID,
+		StepIndex:      s.Index,
+		EndUserID:      x.run.EndUserID,
+		IdempotencyKey: key,
+		Broker:         &storeBroker{store: x.e.store, scope: store.BrokerScope{ProjectID: x.run.ProjectID, EndUserID: x.run.EndUserID}, now: x.e.now},
+		BrokerToken:    x.token,
+	})
+	if ctx.Err() != nil {
+		// Cancelled, or the worker is shutting down: leave the run to whoever
+		// holds it next.
+		return stepOutput{}, errStop
+	}
+	costs := x.record(s.ID, res)
+	if err != nil {
+		code, msg := CodeHandlerError, fmt.Sprintf("%s failed: %v", tool.Name, err)
+		var je *jsvm.Error
+		if errors.As(err, &je) {
+			switch je.Code {
+			case jsvm.CodeTimeout:
+				code, msg = CodeTimeout, fmt.Sprintf("%s timed out after %s", tool.Name, tool.Timeout)
+			case jsvm.CodeNotSerializable, jsvm.CodeResultTooLarge:
+				code = CodeInvalidOutput
+			}
+		}
+		return stepOutput{}, x.fail(ctx, s.ID, code, msg)
+	}
+	out, err := decode(res.Output)
+	if err != nil {
+		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidOutput, fmt.Sprintf("%s returned invalid JSON: %v", tool.Name, err))
+	}
+	if err := tool.ValidateOutput(out); err != nil {
+		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidOutput, err.Error())
+	}
+	if tool.Source == agent.SourceExternal {
+		x.lowerTrust("tool:"+tool.Name, s.ID)
+	}
+	x.emit("step.completed", s.ID, map[string]any{
+		"tool": tool.Name, "output": res.Output, "costs": costs, "durationMs": x.e.now().Sub(started).Milliseconds(),
+		"idempotencyKey": key,
+	})
+	return stepOutput{output: res.Output, value: out, costs: costs, key: key}, nil
+}
+
+// record applies what a handler reported — logs, costs, untrusted marks —
+// whether it succeeded or not, and returns the step's costs.
+func (x *execution) record(step string, res jsvm.Result) store.Costs {
+	for _, l := range res.Logs {
+		x.pending = append(x.pending, event("log", l.At, step, map[string]any{"level": l.Level, "message": l.Message}))
+	}
+	if res.LogsTruncated {
+		x.emit("log", step, map[string]any{"level": "warn", "message": "further log lines were dropped (limit reached)"})
+	}
+	costs := store.Costs{TokensInput: res.Cost.TokensInput, TokensOutput: res.Cost.TokensOutput, CostUSD: res.Cost.CostUSD}
+	if !costs.IsZero() {
+		x.run.Costs = x.run.Costs.Add(costs)
+		x.emit("cost.recorded", step, map[string]any{"costs": costs, "runCosts": x.run.Costs})
+	}
+	for _, origin := range res.Untrusted {
+		x.lowerTrust(origin, step)
+	}
+	return costs
+}
+
+// lowerTrust makes the run untrusted. Trust only goes down; the first origin
+// is kept.
+func (x *execution) lowerTrust(origin, step string) {
+	if x.run.Trust == store.Untrusted {
+		return
+	}
+	x.run.Trust = store.Untrusted
+	x.run.TrustOrigin = origin
+	x.emit("trust.lowered", step, map[string]any{"origin": origin})
+}
+
+// approvedCall returns the granted approval of this call, if the run resumed
+// from one. It checks the approved input against its digest.
+func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID string) (*approvals.Approval, error) {
+	if x.run.ApprovalID == "" {
+		return nil, nil
+	}
+	a, err := x.e.store.GetApproval(ctx, x.run.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("get approval %s: %w", x.run.ApprovalID, err)
+	}
+	if a.StepIndex != s.Index || a.CallID != callID {
+		return nil, nil
+	}
+	if a.Status != approvals.Approved {
+		return nil, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s is %s, not approved", a.ID, a.Status))
+	}
+	digest, err := approvals.Digest(a.Input)
+	if err != nil || digest != a.InputDigest {
+		return nil, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: the stored input does not match its digest; refusing to run it", a.ID))
+	}
+	return &a, nil
+}
+
+// pause records an approval for the call and releases the run.
+func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, input any, reason string) error {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
+	}
+	digest, err := approvals.Digest(raw)
+	if err != nil {
+		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
+	}
+	now := x.e.now()
+	a := approvals.Approval{
+		ID:          x.e.newID("apr"),
+		ProjectID:   x.run.ProjectID,
+		RunID:       x.run.ID,
+		Agent:       x.run.Agent,
+		EndUserID:   x.run.EndUserID,
+		Deployment:  x.run.Deployment,
+		StepIndex:   s.Index,
+		StepID:      s.ID,
+		CallID:      callID,
+		Tool:        tool.Name,
+		Input:       raw,
+		InputDigest: digest,
+		Reason:      reason,
+		Status:      approvals.Pending,
+		RequestedAt: now,
+		ExpiresAt:   now.Add(tool.ApprovalTimeout),
+	}
+	x.emit("approval.requested", s.ID, map[string]any{
+		"approvalId": a.ID, "tool": tool.Name, "input": json.RawMessage(raw), "reason": reason,
+		"expiresAt": a.ExpiresAt, "idempotencyKey": IdempotencyKey(x.run.ProjectID, x.run.ID, s.Index, callID),
+	})
+	next := x.run
+	next.Status = store.RunAwaitingApproval
+	next.ApprovalID = a.ID
+	next.LeaseOwner, next.LeaseUntil = "", zeroTime
+	if err := x.commit(ctx, next, nil, &a); err != nil {
+		return err
+	}
+	return errPaused
+}
+
+// complete records a completed step and advances the cursor; after the last
+// step the same write ends the run as succeeded.
+func (x *execution) complete(ctx context.Context, s *agent.Step, out stepOutput) error {
+	now := x.e.now()
+	next := x.run
+	next.Cursor++
+	next.ApprovalID = ""
+	next.StepState = nil
+	next.Attempts = 0
+	step := &store.Step{
+		RunID: x.run.ID, Index: s.Index, ID: s.ID, Output: out.output, Costs: out.costs,
+		IdempotencyKey: out.key, CompletedAt: now,
+	}
+	if next.Cursor >= len(x.agent.Steps) {
+		next.Status = store.RunSucceeded
+		next.Output = out.output
+		next.FinishedAt = now
+		next.LeaseOwner, next.LeaseUntil = "", zeroTime
+		x.emit("run.succeeded", "", map[string]any{"output": out.output, "costs": next.Costs})
+	}
+	if err := x.commit(ctx, next, step, nil); err != nil {
+		return err
+	}
+	x.outputs[s.ID] = out.value
+	return nil
+}
+
+// fail ends the run as failed and returns errStop (or the write's error).
+func (x *execution) fail(ctx context.Context, step, code, msg string) error {
+	now := x.e.now()
+	x.emit("step.failed", step, map[string]any{"code": code, "message": msg})
+	x.emit("run.failed", "", map[string]any{"code": code, "message": msg, "step": step})
+	next := x.run
+	next.Status = store.RunFailed
+	next.Error = &store.RunError{Code: code, Message: msg, Step: step}
+	next.FinishedAt = now
+	next.LeaseOwner, next.LeaseUntil = "", zeroTime
+	if err := x.commit(ctx, next, nil, nil); err != nil {
+		return err
+	}
+	return errStop
+}
+
+// commit writes the run's next state with the pending events, conditional on
+// the version this worker holds. Losing the condition means the run changed
+// under the worker (cancelled, or the lease was taken over): errStop.
+func (x *execution) commit(ctx context.Context, next store.Run, step *store.Step, a *approvals.Approval) error {
+	now := x.e.now()
+	next.UpdatedAt = now
+	if next.Status == store.RunRunning {
+		next.LeaseUntil = now.Add(x.lease)
+	}
+	r, err := x.e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: x.pending, Step: step, Approval: a})
+	if errors.Is(err, store.ErrConflict) {
+		return errStop
+	}
+	if err != nil {
+		return fmt.Errorf("commit run %s: %w", x.run.ID, err)
+	}
+	x.run = r
+	x.pending = nil
+	x.e.watch.notify(r.ID)
+	return nil
+}

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+// StartParams starts a run.
+type StartParams struct {
+	Agent     string
+	Input     json.RawMessage
+	EndUserID string
+	// IdempotencyKey, when set, makes the start repeatable: the same key and
+	// the same request return the same run.
+	IdempotencyKey string
+}
+
+// InputError is a run input the agent's input schema refuses.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// StartRun creates a queued run of the latest deployment and dispatches it.
+// It reports whether the run is new (false when an idempotent repeat).
+// Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (unknown agent),
+// *InputError, ErrIdempotencyKeyReused.
+func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartParams) (store.Run, bool, error) {
+	if !canManage(actor) {
+		return store.Run{}, false, ErrForbidden
+	}
+	if len(p.Input) == 0 {
+		p.Input = json.RawMessage("{}")
+	}
+	d, err := e.deployments.latest(ctx, actor.ProjectID)
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	ag, ok := d.config.Agent(p.Agent)
+	if !ok {
+		return store.Run{}, false, fmt.Errorf("agent %q: %w", p.Agent, store.ErrNotFound)
+	}
+	input, err := decode(p.Input)
+	if err != nil {
+		return store.Run{}, false, &InputError{fmt.Errorf("input: %w", err)}
+	}
+	if err := ag.ValidateRunInput(input); err != nil {
+		return store.Run{}, false, &InputError{err}
+	}
+	now := e.now()
+	run := store.Run{
+		ID:             e.newID("run"),
+		ProjectID:      actor.ProjectID,
+		Agent:          p.Agent,
+		EndUserID:      p.EndUserID,
+		Deployment:     d.Version,
+		Status:         store.RunQueued,
+		Input:          p.Input,
+		Trust:          store.Trusted,
+		IdempotencyKey: p.IdempotencyKey,
+		LeaseUntil:     now.Add(e.cfg.DispatchGrace),
+		CreatedAt:      now,
+		UpdatedAt:      now,
+	}
+	if p.IdempotencyKey != "" {
+		run.RequestDigest = requestDigest(p)
+	}
+	created, err := e.store.CreateRun(ctx, run, []store.Event{
+		event("run.created", now, "", map[string]any{
+			"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input, "by": actor.ID,
+		}),
+	})
+	if errors.Is(err, store.ErrExists) && p.IdempotencyKey != "" && created.ID != "" {
+		if created.RequestDigest != run.RequestDigest {
+			return store.Run{}, false, ErrIdempotencyKeyReused
+		}
+		return created, false, nil
+	}
+	if err != nil {
+		return store.Run{}, false, fmt.Errorf("create run: %w", err)
+	}
+	e.watch.notify(created.ID)
+	if err := e.cfg.Dispatch.Dispatch(ctx, created.ID); err != nil {
+		// The run is stored; the sweeper dispatches it after DispatchGrace.
+		return created, true, nil
+	}
+	return created, true, nil
+}
+
+func requestDigest(p StartParams) string {
+	var compact any
+	_ = json.Unmarshal(p.Input, &compact)
+	b, _ := json.Marshal(struct {
+		Agent     string `json:"agent"`
+		Input     any    `json:"input"`
+		EndUserID string `json:"endUserId"`
+	}{p.Agent, compact, p.EndUserID})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// GetRun returns a run the actor may see: any run of its project for a
+// project key, only the end user's own runs for a customer token. Anything
+// else reads as store.ErrNotFound.
+func (e *Engine) GetRun(ctx context.Context, actor approvals.Actor, id string) (store.Run, error) {
+	r, err := e.store.GetRun(ctx, id)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if !canSee(actor, r) {
+		return store.Run{}, fmt.Errorf("get run %s: %w", id, store.ErrNotFound)
+	}
+	return r, nil
+}
+
+func canSee(a approvals.Actor, r store.Run) bool {
+	if r.ProjectID != a.ProjectID {
+		return false
+	}
+	switch a.Role {
+	case approvals.RoleOwner, approvals.RoleDeveloper, approvals.RoleSystem:
+		return true
+	case approvals.RoleCustomer:
+		return a.EndUserID != "" && a.EndUserID == r.EndUserID
+	}
+	return false
+}
+
+// ListRuns lists runs of the actor's project (a customer sees only its own).
+func (e *Engine) ListRuns(ctx context.Context, actor approvals.Actor, f store.RunFilter) (store.Page[store.Run], error) {
+	f.ProjectID = actor.ProjectID
+	switch actor.Role {
+	case approvals.RoleOwner, approvals.RoleDeveloper:
+	case approvals.RoleCustomer:
+		f.EndUserID = actor.EndUserID
+	default:
+		return store.Page[store.Run]{}, ErrForbidden
+	}
+	return e.store.ListRuns(ctx, f)
+}
+
+// Events returns a run's trace after a sequence number.
+func (e *Engine) Events(ctx context.Context, actor approvals.Actor, runID string, afterSeq int64, limit int) ([]store.Event, error) {
+	if _, err := e.GetRun(ctx, actor, runID); err != nil {
+		return nil, err
+	}
+	return e.store.ListEvents(ctx, runID, afterSeq, limit)
+}
+
+// Cancel stops a run: a queued or running run becomes cancelled (a worker
+// executing it stops at its next write), and a run awaiting approval has its
+// approval settled as cancelled in the same write. Errors: store.ErrNotFound,
+// ErrForbidden, ErrRunFinished.
+func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string) (store.Run, error) {
+	r, err := e.GetRun(ctx, actor, runID)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if !canManage(actor) {
+		return store.Run{}, ErrForbidden
+	}
+	for {
+		if r.Status.Terminal() {
+			return r, ErrRunFinished
+		}
+		now := e.now()
+		runErr := &store.RunError{Code: "cancelled", Message: "cancelled by " + actor.ID}
+		cancelled := event("run.cancelled", now, "", map[string]any{"by": actor.ID})
+		if r.Status == store.RunAwaitingApproval {
+			_, r2, err := e.store.DecideApproval(ctx, store.DecideParams{
+				Decision: approvals.Decision{
+					ProjectID: r.ProjectID, ApprovalID: r.ApprovalID, Status: approvals.Cancelled,
+					By: actor.ID, Note: "run cancelled", At: now,
+				},
+				RunStatus: store.RunCancelled,
+				RunError:  runErr,
+				Events: []store.Event{
+					event("approval.cancelled", now, r.ApprovalID, map[string]any{"approvalId": r.ApprovalID, "by": actor.ID}),
+					cancelled,
+				},
+			})
+			if err == nil {
+				e.watch.notify(runID)
+				return r2, nil
+			}
+			if !isRace(err) {
+				return store.Run{}, fmt.Errorf("cancel run %s: %w", runID, err)
+			}
+		} else {
+			next := r
+			next.Status = store.RunCancelled
+			next.Error = runErr
+			next.LeaseOwner, next.LeaseUntil = "", zeroTime
+			next.FinishedAt, next.UpdatedAt = now, now
+			r2, err := e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{cancelled}})
+			if err == nil {
+				e.watch.notify(runID)
+				e.stopLocal(runID)
+				return r2, nil
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return store.Run{}, fmt.Errorf("cancel run %s: %w", runID, err)
+			}
+		}
+		// Lost a race with a worker or a decision: read again and retry.
+		if r, err = e.store.GetRun(ctx, runID); err != nil {
+			return store.Run{}, fmt.Errorf("cancel run %s: %w", runID, err)
+		}
+	}
+}
+
+// isRace reports whether a decide lost to a concurrent change of the run.
+func isRace(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, approvals.ErrNotPending)
+}
+
+// stopLocal interrupts an execution of the run in this process, if any.
+func (e *Engine) stopLocal(runID string) {
+	e.runningMu.Lock()
+	cancel := e.running[runID]
+	e.runningMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
