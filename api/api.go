@@ -1,0 +1,383 @@
+// Package api is Stead's HTTP API: one http.Handler that serves every route
+// in every shape (`stead dev` on loopback now, API Gateway → Lambda later).
+//
+// JSON in, JSON out. Every failure is
+//
+//	{"error": {"code": "invalid_argument", "message": "…", "details": {…}}}
+//
+// with a stable code and the status it implies (see errors.go). Callers
+// authenticate with `Authorization: Bearer <credential>`: a project API key
+// (stk_…, role owner or developer), a customer token (stc_…, one end user's
+// runs, read only) or a run's broker token (brk_…, the broker routes of its
+// own scope while the run is active). Authority is checked here; what a
+// credential may see of a record is checked again by the engine, which gets
+// the caller as an approvals.Actor.
+//
+// Routes (all JSON unless said otherwise):
+//
+//	GET    /healthz                               no credential
+//	POST   /v1/deployments                        owner, developer
+//	GET    /v1/deployments                        owner, developer
+//	GET    /v1/agents                             owner, developer
+//	POST   /v1/agents/{agent}/runs                owner, developer
+//	GET    /v1/runs                               owner, developer, customer
+//	GET    /v1/runs/{id}                          owner, developer, customer
+//	GET    /v1/runs/{id}/events                   owner, developer, customer (JSON pages or SSE)
+//	POST   /v1/runs/{id}/cancel                   owner, developer
+//	GET    /v1/approvals                          owner, developer
+//	GET    /v1/approvals/{id}                     owner, developer
+//	POST   /v1/approvals/{id}/approve             owner, developer
+//	POST   /v1/approvals/{id}/deny                owner, developer
+//	POST   /v1/customer-tokens                    owner, developer
+//	GET    /v1/broker/{collection}                owner, developer (?endUserId=), broker token
+//	GET    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
+//	PUT    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
+//	DELETE /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
+//	POST   /v1/keys                               owner
+//	GET    /v1/keys                               owner
+//	DELETE /v1/keys/{id}                          owner
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBody   = 1 << 20
+	DefaultMaxBundle = 5 << 20
+	// DefaultHeartbeat is how often an idle event stream sends a comment
+	// line, so proxies keep it open and clients notice a dead connection.
+	DefaultHeartbeat = 15 * time.Second
+	// MaxWait bounds a long-poll (?wait=).
+	MaxWait = 60 * time.Second
+)
+
+// Config wires a Server.
+type Config struct {
+	Engine *engine.Engine
+	Store  store.Store
+	// Now is the clock (customer token expiry, key creation and revocation,
+	// decision messages); time.Now when nil. Give it the engine's clock.
+	Now func() time.Time
+	// Logger hears one line per request and every internal error; nothing
+	// is logged when nil.
+	Logger *slog.Logger
+	// MaxBody bounds a request body; DefaultMaxBody (1 MiB) when zero.
+	MaxBody int64
+	// MaxBundle bounds a deployed bundle; DefaultMaxBundle (5 MiB) when zero.
+	MaxBundle int64
+	// Entropy feeds key secrets, ids and request ids; crypto/rand when nil.
+	Entropy io.Reader
+	// Heartbeat is the idle interval of event streams; DefaultHeartbeat
+	// when zero.
+	Heartbeat time.Duration
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("api config: Engine is required")
+	case c.Store == nil:
+		return errors.New("api config: Store is required")
+	case c.MaxBody < 0, c.MaxBundle < 0, c.Heartbeat < 0:
+		return errors.New("api config: MaxBody, MaxBundle and Heartbeat must not be negative")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxBundle == 0 {
+		c.MaxBundle = DefaultMaxBundle
+	}
+	if c.Entropy == nil {
+		c.Entropy = rand.Reader
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	return nil
+}
+
+// Server is the API. It is safe for concurrent use.
+type Server struct {
+	cfg    Config
+	engine *engine.Engine
+	store  store.Store
+	log    *slog.Logger
+	mux    *http.ServeMux
+
+	entropyMu sync.Mutex
+	// signingKeys caches project signing keys by project id (they never
+	// change).
+	signingKeys sync.Map
+
+	// closing ends event streams and long-polls (CloseStreams).
+	closing     context.Context
+	stopStreams context.CancelFunc
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, engine: cfg.Engine, store: cfg.Store, log: cfg.Logger, mux: http.NewServeMux()}
+	s.closing, s.stopStreams = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// CloseStreams ends every open event stream and long-poll now (a
+// long-poll answers with the run as it stands) and every later one at once.
+// http.Server.Shutdown waits for responses to finish, and a stream only
+// finishes with its run: register CloseStreams with
+// http.Server.RegisterOnShutdown. Clients resume from Last-Event-ID.
+func (s *Server) CloseStreams() { s.stopStreams() }
+
+// untilClosing returns ctx, also cancelled by CloseStreams.
+func (s *Server) untilClosing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.closing, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.handle("GET /v1/me", read, s.me)
+
+	s.handle("POST /v1/deployments", manage, s.createDeployment)
+	s.handle("GET /v1/deployments", manage, s.listDeployments)
+	s.handle("GET /v1/agents", manage, s.listAgents)
+	s.handle("POST /v1/agents/{agent}/runs", manage, s.startRun)
+
+	s.handle("GET /v1/runs", read, s.listRuns)
+	s.handle("GET /v1/runs/{id}", read, s.getRun)
+	s.handle("GET /v1/runs/{id}/events", read, s.runEvents)
+	s.handle("POST /v1/runs/{id}/cancel", manage, s.cancelRun)
+
+	s.handle("GET /v1/approvals", manage, s.listApprovals)
+	s.handle("GET /v1/approvals/{id}", manage, s.getApproval)
+	s.handle("POST /v1/approvals/{id}/approve", decide, s.approve)
+	s.handle("POST /v1/approvals/{id}/deny", decide, s.deny)
+
+	s.handle("POST /v1/customer-tokens", manage, s.createCustomerToken)
+
+	s.handle("GET /v1/broker/{collection}", broker, s.listBroker)
+	s.handle("GET /v1/broker/{collection}/{key}", broker, s.getBroker)
+	s.handle("PUT /v1/broker/{collection}/{key}", broker, s.putBroker)
+	s.handle("DELETE /v1/broker/{collection}/{key}", broker, s.deleteBroker)
+
+	s.handle("POST /v1/keys", owner, s.createKey)
+	s.handle("GET /v1/keys", owner, s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", owner, s.revokeKey)
+}
+
+// handlerFunc serves one route for an authenticated caller. An error is
+// written as the JSON error it translates to.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+
+func (s *Server) handle(pattern string, acc access, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.authenticate(r, acc)
+		if info := infoOf(r.Context()); info != nil && c != nil {
+			info.actor = c.actor.ID
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := h(w, r, c); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// requestInfo is what the request log line needs from inside a handler.
+type requestInfo struct {
+	id    string
+	actor string
+}
+
+type infoKey struct{}
+
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(infoKey{}).(*requestInfo)
+	return info
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &requestInfo{id: "req_" + s.randomHex(8)}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	sw := &statusWriter{ResponseWriter: w}
+
+	h := sw.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Request-Id", info.id)
+	if r.Header.Get("Origin") != "" {
+		// Credentials are bearer tokens, never cookies, so a page of any
+		// origin can do no more than the token it holds allows. This lets a
+		// customer UI read its runs with a customer token.
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Idempotent-Replayed")
+	}
+
+	switch {
+	case r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "":
+		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID")
+		h.Set("Access-Control-Max-Age", "600")
+		sw.WriteHeader(http.StatusNoContent)
+	default:
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			s.noRoute(sw, r)
+		} else {
+			s.mux.ServeHTTP(sw, r)
+		}
+	}
+
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", time.Since(start)),
+		slog.String("request", info.id),
+	}
+	if info.actor != "" {
+		attrs = append(attrs, slog.String("actor", info.actor))
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// noRoute answers a request no route matches: 405 with the Allow header
+// the mux computed when the path exists with other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &Error{
+			Status:  http.StatusMethodNotAllowed,
+			Code:    CodeMethodNotAllowed,
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + allow,
+		})
+		return
+	}
+	s.writeError(w, r, &Error{
+		Status:  http.StatusNotFound,
+		Code:    CodeNotFound,
+		Message: "no such route: " + r.Method + " " + r.URL.Path,
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// me says who the credential is: its project, role and key (or end user).
+func (s *Server) me(w http.ResponseWriter, r *http.Request, c *caller) error {
+	writeJSON(w, http.StatusOK, meResponse{
+		ProjectID: c.actor.ProjectID, Role: string(c.actor.Role), ID: c.actor.ID,
+		KeyName: c.key.Name, EndUserID: c.actor.EndUserID,
+	})
+	return nil
+}
+
+type meResponse struct {
+	ProjectID string `json:"projectId"`
+	Role      string `json:"role"`
+	ID        string `json:"id"`
+	KeyName   string `json:"keyName,omitempty"`
+	EndUserID string `json:"endUserId,omitempty"`
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
+// random fills p from the configured entropy.
+func (s *Server) random(p []byte) error {
+	s.entropyMu.Lock()
+	defer s.entropyMu.Unlock()
+	_, err := io.ReadFull(s.cfg.Entropy, p)
+	return err
+}
+
+func (s *Server) randomHex(n int) string {
+	b := make([]byte, n)
+	if err := s.random(b); err != nil {
+		return "unknown"
+	}
+	return hex.EncodeToString(b)
+}
+
+// statusWriter remembers the status for the request log. Unwrap lets
+// http.ResponseController reach the connection (flush, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// headerRecorder captures what the mux's own 404/405 handler would write.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *headerRecorder) Header() http.Header { return r.header }
+func (r *headerRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *headerRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return len(b), nil
+}

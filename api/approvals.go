@@ -1,0 +1,168 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+// maxNoteLen bounds a decision's note.
+const maxNoteLen = 2000
+
+// listApprovals: GET /v1/approvals?status=pending|approved|denied|expired|cancelled|all
+// &order=newest|expiring&runId=&cursor=&limit= (default: pending, newest first).
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
+	q := newQuery(r)
+	f := store.ApprovalFilter{RunID: q.str("runId"), Cursor: q.str("cursor"), Limit: q.limit(), Order: store.NewestFirst}
+	switch st := q.str("status"); st {
+	case "":
+		f.Status = approvals.Pending
+	case "all":
+	default:
+		f.Status = approvals.Status(st)
+		if !f.Status.Valid() {
+			q.bad("status", "must be one of pending, approved, denied, expired, cancelled, all (got %q)", st)
+		}
+	}
+	switch o := q.str("order"); o {
+	case "", string(store.NewestFirst):
+	case string(store.ExpiringFirst):
+		f.Order = store.ExpiringFirst
+	default:
+		q.bad("order", "must be newest or expiring (got %q)", o)
+	}
+	if err := q.err(); err != nil {
+		return err
+	}
+	page, err := s.engine.ListApprovals(r.Context(), c.actor, f)
+	if err != nil {
+		return err
+	}
+	out := ApprovalList{Approvals: make([]Approval, 0, len(page.Items)), NextCursor: page.NextCursor}
+	for _, a := range page.Items {
+		out.Approvals = append(out.Approvals, approvalOf(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getApproval: GET /v1/approvals/{id}.
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) error {
+	id := r.PathValue("id")
+	a, err := s.engine.GetApproval(r.Context(), c.actor, id)
+	if err != nil {
+		return approvalError(id, err, approvals.Approval{}, s.now(), "read")
+	}
+	writeJSON(w, http.StatusOK, approvalOf(a))
+	return nil
+}
+
+type approveRequest struct {
+	Note string `json:"note"`
+	// Input, when set, replaces the call's input; it is checked against the
+	// tool's input schema first.
+	Input json.RawMessage `json:"input"`
+}
+
+type denyRequest struct {
+	Note string `json:"note"`
+}
+
+// approve: POST /v1/approvals/{id}/approve {note?, input?} → 200 with the
+// approved approval; its run is queued to resume with exactly that input.
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req approveRequest
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	if p := textNoteProblem(req.Note); p != "" {
+		return invalidField("note", "%s", p)
+	}
+	if isNull(req.Input) {
+		req.Input = nil
+	}
+	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Approve: true, Note: req.Note, Input: req.Input})
+}
+
+// deny: POST /v1/approvals/{id}/deny {note?} → 200 with the denied
+// approval; its run fails with approval-denied and the note.
+func (s *Server) deny(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req denyRequest
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	if p := textNoteProblem(req.Note); p != "" {
+		return invalidField("note", "%s", p)
+	}
+	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Note: req.Note})
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *caller, p engine.DecideParams) error {
+	a, err := s.engine.Decide(r.Context(), c.actor, p)
+	if err != nil {
+		verb := "denied"
+		if p.Approve {
+			verb = "approved"
+		}
+		return approvalError(p.ApprovalID, err, a, s.now(), verb)
+	}
+	writeJSON(w, http.StatusOK, approvalOf(a))
+	return nil
+}
+
+// approvalError words what refused a read or decision of an approval. a is
+// the approval as it stands, when the engine returned it.
+// verb is what was attempted ("approved", "denied").
+func approvalError(id string, err error, a approvals.Approval, now time.Time, verb string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("approval %s not found", id)
+	case errors.Is(err, engine.ErrForbidden), errors.Is(err, approvals.ErrForbidden):
+		return forbidden("deciding an approval needs an owner or developer key of the project")
+	case a.ID == "":
+		// No approval to describe: the generic words.
+	case errors.Is(err, approvals.ErrExpired):
+		// The engine settles it as expired on the spot.
+		expired := a
+		expired.Status = approvals.Expired
+		return &Error{
+			Status: http.StatusConflict, Code: CodeApprovalExpired,
+			Message: approvals.ExpiredMessage(a, now, verb),
+			Details: approvalState(expired),
+		}
+	case errors.Is(err, approvals.ErrNotPending):
+		code := CodeApprovalNotPending
+		if a.Status == approvals.Expired {
+			code = CodeApprovalExpired
+		}
+		return &Error{
+			Status: http.StatusConflict, Code: code,
+			Message: approvals.NotPendingMessage(a, now, verb),
+			Details: approvalState(a),
+		}
+	}
+	return err
+}
+
+func approvalState(a approvals.Approval) map[string]any {
+	d := map[string]any{"approvalId": a.ID, "runId": a.RunID, "status": a.Status, "expiresAt": a.ExpiresAt}
+	if a.DecidedBy != "" {
+		d["decidedBy"] = a.DecidedBy
+	}
+	if !a.DecidedAt.IsZero() {
+		d["decidedAt"] = a.DecidedAt
+	}
+	return d
+}
+
+func textNoteProblem(note string) string {
+	if len([]rune(note)) > maxNoteLen {
+		return "must be at most 2000 characters long"
+	}
+	return ""
+}

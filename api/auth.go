@@ -1,0 +1,349 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+// Credential prefixes. A credential says what it is by its prefix, so a
+// pasted secret is recognisable and each kind is checked only its own way.
+const (
+	// KeyPrefix starts a project API key: "stk_" and 52 base32 characters
+	// (32 random bytes). Only its sha256 is stored.
+	KeyPrefix = "stk_"
+	// CustomerTokenPrefix starts a customer token (see customerClaims).
+	CustomerTokenPrefix = "stc_"
+	// BrokerTokenPrefix starts a run's broker token (issued by the engine).
+	BrokerTokenPrefix = "brk_"
+)
+
+// Customer token lifetimes.
+const (
+	DefaultCustomerTokenTTL = time.Hour
+	MaxCustomerTokenTTL     = 24 * time.Hour
+)
+
+// keyPrefixLen is how much of a key is kept in clear to recognise it in
+// lists: "stk_" and 8 characters.
+const keyPrefixLen = 12
+
+// access is what a route requires of its caller.
+type access int
+
+const (
+	// manage: an owner or developer key.
+	manage access = iota
+	// owner: an owner key.
+	owner
+	// read: an owner or developer key, or a customer token (the engine
+	// limits a customer to its end user's runs).
+	read
+	// decide: an owner or developer key; customers are told they cannot
+	// approve their own actions.
+	decide
+	// broker: an owner or developer key naming the end user, or a run's
+	// broker token (its own scope).
+	broker
+)
+
+// credKind is the kind of credential a caller presented.
+type credKind int
+
+const (
+	keyCred credKind = iota + 1
+	customerCred
+	brokerCred
+)
+
+// caller is an authenticated request's principal.
+type caller struct {
+	actor approvals.Actor
+	kind  credKind
+	// key is the API key (keyCred).
+	key store.APIKey
+	// scope is what a broker token grants (brokerCred).
+	scope store.BrokerScope
+}
+
+// authenticate checks the request's credential and that its kind and role
+// may use a route with the given access. It returns 401 for a missing,
+// malformed, unknown, revoked or expired credential, and 403 for a valid
+// one that may not use the route.
+func (s *Server) authenticate(r *http.Request, acc access) (*caller, error) {
+	token, err := credential(r)
+	if err != nil {
+		return nil, err
+	}
+	var c *caller
+	switch {
+	case strings.HasPrefix(token, KeyPrefix):
+		c, err = s.checkKey(r.Context(), token)
+	case strings.HasPrefix(token, CustomerTokenPrefix):
+		c, err = s.checkCustomerToken(r.Context(), token)
+	case strings.HasPrefix(token, BrokerTokenPrefix):
+		c, err = s.checkBrokerToken(r.Context(), token)
+	default:
+		err = unauthenticated("the credential is not a Stead API key (stk_…), customer token (stc_…) or broker token (brk_…)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, c.authorize(acc)
+}
+
+// credential returns the bearer token of the request. A customer token may
+// also come as ?access_token= on a GET, for browsers' EventSource, which
+// cannot set headers.
+func credential(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		if t := r.URL.Query().Get("access_token"); t != "" && r.Method == http.MethodGet {
+			if !strings.HasPrefix(t, CustomerTokenPrefix) {
+				return "", unauthenticated("only a customer token (stc_…) may be passed as access_token; send API keys in the Authorization header")
+			}
+			return t, nil
+		}
+		return "", unauthenticated("missing credential: send Authorization: Bearer <API key or token>")
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", unauthenticated("the Authorization header must be \"Bearer <API key or token>\"")
+	}
+	return token, nil
+}
+
+func (c *caller) authorize(acc access) error {
+	switch c.kind {
+	case keyCred:
+		if acc == owner && c.key.Role != approvals.RoleOwner {
+			return forbidden("managing API keys needs an owner key; this key (%s…) is a %s key", c.key.Prefix, c.key.Role)
+		}
+		return nil
+	case customerCred:
+		switch acc {
+		case read:
+			return nil
+		case decide:
+			return forbidden("Customers cannot approve their own actions: deciding an approval needs an owner or developer key of the project")
+		}
+		return forbidden("a customer token can only read its end user's runs and their events")
+	case brokerCred:
+		if acc == broker {
+			return nil
+		}
+		return forbidden("a broker token can only use the broker routes (/v1/broker/…) of its run's end user")
+	}
+	return forbidden("this credential may not do that")
+}
+
+func (s *Server) checkKey(ctx context.Context, token string) (*caller, error) {
+	k, err := s.store.GetAPIKeyByHash(ctx, hashKey(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, unauthenticated("the API key is not valid; check STEAD_KEY, or ask an owner for a key (stead keys create)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up API key: %w", err)
+	}
+	if !k.RevokedAt.IsZero() {
+		return nil, unauthenticated("API key %s… was revoked at %s; use another key", k.Prefix, k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	if k.Role != approvals.RoleOwner && k.Role != approvals.RoleDeveloper {
+		return nil, unauthenticated("API key %s… has no usable role", k.Prefix)
+	}
+	return &caller{
+		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID},
+		kind:  keyCred,
+		key:   k,
+	}, nil
+}
+
+func (s *Server) checkBrokerToken(ctx context.Context, token string) (*caller, error) {
+	scope, err := s.engine.BrokerScopeOf(ctx, token)
+	if errors.Is(err, engine.ErrBrokerToken) {
+		return nil, unauthenticated("%s", engine.ErrBrokerToken.Error())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check broker token: %w", err)
+	}
+	runID, _, _ := strings.Cut(strings.TrimPrefix(token, BrokerTokenPrefix), ".")
+	return &caller{
+		actor: approvals.Actor{ProjectID: scope.ProjectID, ID: "run:" + runID, EndUserID: scope.EndUserID},
+		kind:  brokerCred,
+		scope: scope,
+	}, nil
+}
+
+// Customer tokens
+//
+// A customer token is "stc_" + base64url(claims JSON) + "." +
+// base64url(HMAC-SHA256(project signing key, "stead/customer-token\x00" +
+// the encoded claims)). The claims name the project (so the verifier finds
+// the key), the end user and the expiry.
+//
+// It is not a JWT on purpose: there is exactly one algorithm and one issuer,
+// so there is no "alg" header to confuse (alg=none, RS/HS swaps), no library
+// to keep current, and the "stead/customer-token" domain separation keeps a
+// MAC made with the same project key for another purpose (broker tokens) from
+// ever verifying as a customer token. Customer UIs never need to read a
+// token; they pass it back.
+
+// customerClaims is what a customer token asserts.
+type customerClaims struct {
+	Version   int    `json:"v"`
+	ProjectID string `json:"prj"`
+	EndUserID string `json:"sub"`
+	IssuedAt  int64  `json:"iat"`
+	ExpiresAt int64  `json:"exp"`
+}
+
+const customerTokenDomain = "stead/customer-token\x00"
+
+func customerMAC(key []byte, payload string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(customerTokenDomain))
+	m.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// issueCustomerToken signs a token for one end user of a project.
+func (s *Server) issueCustomerToken(ctx context.Context, projectID, endUserID string, now time.Time, ttl time.Duration) (string, time.Time, error) {
+	key, err := s.signingKey(ctx, projectID)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	exp := now.Add(ttl).Truncate(time.Second)
+	b, err := json.Marshal(customerClaims{Version: 1, ProjectID: projectID, EndUserID: endUserID, IssuedAt: now.Unix(), ExpiresAt: exp.Unix()})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("encode customer token: %w", err)
+	}
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	return CustomerTokenPrefix + payload + "." + customerMAC(key, payload), exp, nil
+}
+
+func (s *Server) checkCustomerToken(ctx context.Context, token string) (*caller, error) {
+	bad := unauthenticated("the customer token is not valid; ask the application for a new one")
+	payload, mac, ok := strings.Cut(strings.TrimPrefix(token, CustomerTokenPrefix), ".")
+	if !ok {
+		return nil, bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return nil, bad
+	}
+	var cl customerClaims
+	if err := json.Unmarshal(raw, &cl); err != nil || cl.Version != 1 || cl.ProjectID == "" || cl.EndUserID == "" {
+		return nil, bad
+	}
+	key, err := s.signingKey(ctx, cl.ProjectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal([]byte(mac), []byte(customerMAC(key, payload))) {
+		return nil, bad
+	}
+	if exp := time.Unix(cl.ExpiresAt, 0); !s.now().Before(exp) {
+		return nil, unauthenticated("the customer token expired at %s; ask the application for a new one", exp.UTC().Format(time.RFC3339))
+	}
+	return &caller{
+		actor: approvals.Actor{ProjectID: cl.ProjectID, Role: approvals.RoleCustomer, ID: "customer:" + cl.EndUserID, EndUserID: cl.EndUserID},
+		kind:  customerCred,
+	}, nil
+}
+
+// signingKey returns a project's signing key (cached; keys never change).
+func (s *Server) signingKey(ctx context.Context, projectID string) ([]byte, error) {
+	if k, ok := s.signingKeys.Load(projectID); ok {
+		return k.([]byte), nil
+	}
+	p, err := s.store.GetProject(ctx, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("get project %s: %w", projectID, err)
+	}
+	if len(p.SigningKey) < 32 {
+		return nil, fmt.Errorf("project %s has no usable signing key", projectID)
+	}
+	s.signingKeys.Store(projectID, p.SigningKey)
+	return p.SigningKey, nil
+}
+
+// API keys and projects
+
+// b32 writes random bytes as lower-case base32 without padding.
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+func hashKey(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// newAPIKey makes a key record and its secret, which is shown once and
+// never stored.
+func newAPIKey(entropy io.Reader, projectID, name string, role approvals.Role, now time.Time) (store.APIKey, string, error) {
+	var secret [32]byte
+	var id [10]byte
+	if _, err := io.ReadFull(entropy, secret[:]); err != nil {
+		return store.APIKey{}, "", fmt.Errorf("make API key: %w", err)
+	}
+	if _, err := io.ReadFull(entropy, id[:]); err != nil {
+		return store.APIKey{}, "", fmt.Errorf("make API key: %w", err)
+	}
+	plain := KeyPrefix + b32.EncodeToString(secret[:])
+	return store.APIKey{
+		ID:        "key_" + b32.EncodeToString(id[:]),
+		ProjectID: projectID,
+		Name:      name,
+		Role:      role,
+		Hash:      hashKey(plain),
+		Prefix:    plain[:keyPrefixLen],
+		CreatedAt: now.UTC(),
+	}, plain, nil
+}
+
+// Bootstrap creates a project, with a random 32-byte signing key, and its
+// first owner key, whose secret it returns: the only time it is shown.
+// `stead dev` calls it on first start.
+func Bootstrap(ctx context.Context, st store.Store, name string, now time.Time) (store.Project, string, error) {
+	if p := textProblem(name, true, 100); p != "" {
+		return store.Project{}, "", fmt.Errorf("bootstrap project: name %s", p)
+	}
+	var id [10]byte
+	signing := make([]byte, 32)
+	if _, err := rand.Read(id[:]); err != nil {
+		return store.Project{}, "", fmt.Errorf("bootstrap project: %w", err)
+	}
+	if _, err := rand.Read(signing); err != nil {
+		return store.Project{}, "", fmt.Errorf("bootstrap project: %w", err)
+	}
+	p := store.Project{ID: "prj_" + b32.EncodeToString(id[:]), Name: name, SigningKey: signing, CreatedAt: now.UTC()}
+	if err := st.CreateProject(ctx, p); err != nil {
+		return store.Project{}, "", fmt.Errorf("create project: %w", err)
+	}
+	k, secret, err := newAPIKey(rand.Reader, p.ID, "owner", approvals.RoleOwner, now)
+	if err != nil {
+		return store.Project{}, "", err
+	}
+	if err := st.CreateAPIKey(ctx, k); err != nil {
+		return store.Project{}, "", fmt.Errorf("create owner key: %w", err)
+	}
+	return p, secret, nil
+}

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"stead/store"
+)
+
+// writeJSON writes v as the response body with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error: the response could not be encoded"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// readBody reads a JSON request body of at most limit bytes into v (a
+// pointer to a struct). An empty body decodes as {}; a non-empty one must be
+// declared application/json, hold one JSON object with only known fields,
+// and nothing after it.
+func readBody(r *http.Request, limit int64, v any) error {
+	if r.ContentLength > limit {
+		return tooLarge("request body is %s; the limit is %s", size(r.ContentLength), size(limit))
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge("request body is larger than %s", size(limit))
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: "the request body could not be read: " + err.Error()}
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		data = []byte("{}")
+	} else {
+		ct := r.Header.Get("Content-Type")
+		mt, _, perr := mime.ParseMediaType(ct)
+		if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			got := ct
+			if got == "" {
+				got = "none"
+			}
+			return &Error{
+				Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
+				Message: fmt.Sprintf("the body must be JSON with Content-Type: application/json (got %s)", got),
+			}
+		}
+		if trimmed[0] != '{' {
+			return invalidField("", "the body must be a JSON object")
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalidField("", "the body has data after its JSON object; send exactly one object")
+	}
+	return nil
+}
+
+// decodeError names the field a JSON decode failed on.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return invalidField("", "the body must be a JSON object")
+		}
+		return invalidField(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return invalidField("", "the body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return invalidField("", "the body is not valid JSON: it ends too early")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		field, uerr := strconv.Unquote(name)
+		if uerr != nil {
+			field = name
+		}
+		return invalidField(field, "is not a known field")
+	}
+	return invalidField("", "the body is not valid JSON: %s", err.Error())
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	}
+	return "another type"
+}
+
+// size renders a byte count the way the limits are stated.
+func size(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// query reads query parameters, collecting every problem.
+type query struct {
+	v        url.Values
+	problems []FieldProblem
+}
+
+func newQuery(r *http.Request) *query { return &query{v: r.URL.Query()} }
+
+func (q *query) bad(field, format string, args ...any) {
+	q.problems = append(q.problems, FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (q *query) str(name string) string { return q.v.Get(name) }
+
+// limit reads ?limit= (1..store.MaxLimit); 0 when absent.
+func (q *query) limit() int {
+	s := q.v.Get("limit")
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > store.MaxLimit {
+		q.bad("limit", "must be a whole number from 1 to %d (got %q)", store.MaxLimit, s)
+		return 0
+	}
+	return n
+}
+
+// wait reads ?wait= as a Go duration ("30s") or whole seconds ("30"), at
+// most MaxWait; 0 when absent.
+func (q *query) wait() time.Duration {
+	s := q.v.Get("wait")
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.Atoi(s)
+		if nerr != nil {
+			q.bad("wait", `must be a duration such as "30s" (got %q)`, s)
+			return 0
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > MaxWait {
+		q.bad("wait", "must be from 0s to %s (got %q)", MaxWait, s)
+		return 0
+	}
+	return d
+}
+
+func (q *query) err() error {
+	if len(q.problems) > 0 {
+		return invalid(q.problems...)
+	}
+	return nil
+}
+
+// textProblem says why s cannot be an identifier-like text field (an end
+// user id, a name): empty when required, too long, or with control
+// characters. "" means it is fine.
+func textProblem(s string, required bool, maxLen int) string {
+	switch {
+	case s == "" && required:
+		return "is required"
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	case utf8.RuneCountInString(s) > maxLen:
+		return fmt.Sprintf("must be at most %d characters long", maxLen)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	}
+	return ""
+}

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+type createKeyRequest struct {
+	Name string `json:"name"`
+	// Role is owner or developer (default developer).
+	Role string `json:"role"`
+}
+
+// createKey: POST /v1/keys {name?, role?} → 201 with the key, its secret in
+// "key": shown this once, stored only as a hash.
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req createKeyRequest
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	var problems []FieldProblem
+	if p := textProblem(req.Name, false, 100); p != "" {
+		problems = append(problems, FieldProblem{Field: "name", Message: p})
+	}
+	role := approvals.Role(req.Role)
+	switch role {
+	case "":
+		role = approvals.RoleDeveloper
+	case approvals.RoleOwner, approvals.RoleDeveloper:
+	default:
+		problems = append(problems, FieldProblem{Field: "role", Message: `must be "owner" or "developer" (got "` + req.Role + `")`})
+	}
+	if len(problems) > 0 {
+		return invalid(problems...)
+	}
+	k, secret, err := newAPIKey(lockedEntropy{s}, c.actor.ProjectID, req.Name, role, s.now())
+	if err != nil {
+		return err
+	}
+	if err := s.store.CreateAPIKey(r.Context(), k); err != nil {
+		return err
+	}
+	out := keyOf(k)
+	out.Key = secret
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// listKeys: GET /v1/keys → the project's keys, oldest first, revoked ones
+// too; never their secrets or hashes.
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *caller) error {
+	keys, err := s.store.ListAPIKeys(r.Context(), c.actor.ProjectID)
+	if err != nil {
+		return err
+	}
+	out := KeyList{Keys: make([]APIKey, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, keyOf(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// revokeKey: DELETE /v1/keys/{id} → 200 with the revoked key. The last
+// active owner key cannot be revoked (409): the project would have no one
+// left to manage keys.
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *caller) error {
+	id := r.PathValue("id")
+	keys, err := s.store.ListAPIKeys(r.Context(), c.actor.ProjectID)
+	if err != nil {
+		return err
+	}
+	var target *store.APIKey
+	owners := 0
+	for i, k := range keys {
+		if k.ID == id {
+			target = &keys[i]
+		}
+		if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
+			owners++
+		}
+	}
+	if target == nil {
+		return notFound("API key %s not found", id)
+	}
+	if target.Role == approvals.RoleOwner && target.RevokedAt.IsZero() && owners <= 1 {
+		return conflict("key %s is the project's last owner key; create another owner key before revoking it", id)
+	}
+	k, err := s.store.RevokeAPIKey(r.Context(), c.actor.ProjectID, id, s.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("API key %s not found", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, keyOf(k))
+	return nil
+}
+
+type customerTokenRequest struct {
+	EndUserID  string `json:"endUserId"`
+	TTLSeconds *int64 `json:"ttlSeconds"`
+}
+
+// createCustomerToken: POST /v1/customer-tokens {endUserId, ttlSeconds?} →
+// 201 {token, endUserId, expiresAt}. The token reads that end user's runs
+// and their events and nothing else, until it expires (default 1h, at most
+// 24h).
+func (s *Server) createCustomerToken(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req customerTokenRequest
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	var problems []FieldProblem
+	if p := textProblem(req.EndUserID, true, maxIDLen); p != "" {
+		problems = append(problems, FieldProblem{Field: "endUserId", Message: p})
+	}
+	ttl := DefaultCustomerTokenTTL
+	if req.TTLSeconds != nil {
+		n := *req.TTLSeconds
+		if n < 1 || n > int64(MaxCustomerTokenTTL/time.Second) {
+			problems = append(problems, FieldProblem{Field: "ttlSeconds", Message: "must be from 1 to 86400 (24h)"})
+		}
+		ttl = time.Duration(n) * time.Second
+	}
+	if len(problems) > 0 {
+		return invalid(problems...)
+	}
+	token, exp, err := s.issueCustomerToken(r.Context(), c.actor.ProjectID, req.EndUserID, s.now(), ttl)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, CustomerToken{Token: token, EndUserID: req.EndUserID, ExpiresAt: exp.UTC()})
+	return nil
+}
+
+// lockedEntropy reads the server's entropy under its lock.
+type lockedEntropy struct{ s *Server }
+
+func (l lockedEntropy) Read(p []byte) (int, error) {
+	if err := l.s.random(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

@@ -1,0 +1,332 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/agent"
+	"stead/store"
+)
+
+// The JSON shapes of responses. They are written out here, apart from the
+// store's records, so that internal fields (lease owner, request digest,
+// step state, signing keys, key hashes) can never leak into a response and
+// the shapes the CLI and UIs rely on change only on purpose.
+
+// Run is a run as the API shows it.
+type Run struct {
+	ID        string `json:"id"`
+	Agent     string `json:"agent"`
+	EndUserID string `json:"endUserId"`
+	// Status is queued, running, awaiting-approval, succeeded, failed or
+	// cancelled.
+	Status      string          `json:"status"`
+	Deployment  int             `json:"deployment"`
+	Trust       string          `json:"trust"`
+	TrustOrigin string          `json:"trustOrigin,omitempty"`
+	Costs       Costs           `json:"costs"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+	FinishedAt  time.Time       `json:"finishedAt,omitzero"`
+	Input       json.RawMessage `json:"input"`
+	// Output is set when the run succeeded.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is set when the run failed or was cancelled.
+	Error *RunError `json:"error,omitempty"`
+	// Approval is set while the run is awaiting approval.
+	Approval *RunApproval `json:"approval,omitempty"`
+}
+
+// Costs is measured usage.
+type Costs struct {
+	TokensInput  int64   `json:"tokensInput"`
+	TokensOutput int64   `json:"tokensOutput"`
+	CostUSD      float64 `json:"costUsd"`
+}
+
+// RunError says why a run failed: code approval-denied, approval-expired,
+// policy-denied, invalid-input, handler-error, timeout, cancelled, ….
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Step    string `json:"step,omitempty"`
+}
+
+// RunApproval is the pending approval a run waits for.
+type RunApproval struct {
+	ID          string    `json:"id"`
+	Tool        string    `json:"tool"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+// Approval is an approval as the API shows it.
+type Approval struct {
+	ID         string `json:"id"`
+	RunID      string `json:"runId"`
+	Agent      string `json:"agent"`
+	EndUserID  string `json:"endUserId"`
+	Deployment int    `json:"deployment"`
+	StepID     string `json:"stepId"`
+	Tool       string `json:"tool"`
+	// Input is what the call runs with if approved; after an approval with
+	// an edited input it is the edit, and OriginalInput what was asked.
+	Input         json.RawMessage `json:"input"`
+	OriginalInput json.RawMessage `json:"originalInput,omitempty"`
+	Reason        string          `json:"reason"`
+	// Status is pending, approved, denied, expired or cancelled.
+	Status      string    `json:"status"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	DecidedBy   string    `json:"decidedBy,omitempty"`
+	DecidedAt   time.Time `json:"decidedAt,omitzero"`
+	Note        string    `json:"note,omitempty"`
+}
+
+// Event is one line of a run's trace.
+type Event struct {
+	Seq  int64           `json:"seq"`
+	Type string          `json:"type"`
+	At   time.Time       `json:"at"`
+	Step string          `json:"step,omitempty"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Deployment is a deployed version.
+type Deployment struct {
+	Version    int       `json:"version"`
+	Digest     string    `json:"digest"`
+	BundleSize int64     `json:"bundleSize"`
+	Agents     []string  `json:"agents"`
+	CreatedBy  string    `json:"createdBy"`
+	CreatedAt  time.Time `json:"createdAt"`
+	// Warnings are things the config allows but probably does not mean;
+	// only in the response to a deploy.
+	Warnings []ConfigProblem `json:"warnings,omitempty"`
+}
+
+// Agent describes an agent of the latest deployment: its tools' posture
+// and its steps.
+type Agent struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	// ApprovalTimeout is the agent's approval timeout, e.g. "15m0s".
+	ApprovalTimeout string       `json:"approvalTimeout"`
+	Tools           []Tool       `json:"tools"`
+	Steps           []Step       `json:"steps"`
+	Policy          []PolicyRule `json:"policy,omitempty"`
+}
+
+// Tool is a tool's posture.
+type Tool struct {
+	Name             string `json:"name"`
+	Description      string `json:"description,omitempty"`
+	Effect           string `json:"effect"`
+	Source           string `json:"source"`
+	RequiresApproval bool   `json:"requiresApproval"`
+	TimeoutMs        int64  `json:"timeoutMs"`
+	// ApprovalTimeout is how long an approval of a call stays pending.
+	ApprovalTimeout string          `json:"approvalTimeout"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	Output          json.RawMessage `json:"output,omitempty"`
+}
+
+// Step is one step of an agent, its input as written (expressions
+// unresolved).
+type Step struct {
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	Tool  string `json:"tool,omitempty"`
+	Input any    `json:"input,omitempty"`
+}
+
+// PolicyRule is one rule of an agent's policy.
+type PolicyRule struct {
+	Tool     string          `json:"tool"`
+	Decision string          `json:"decision"`
+	Reason   string          `json:"reason,omitempty"`
+	When     json.RawMessage `json:"when,omitempty"`
+}
+
+// APIKey is a key as listed; Key, the secret, is set only in the response
+// that creates it.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	Prefix    string    `json:"prefix"`
+	CreatedAt time.Time `json:"createdAt"`
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+	Key       string    `json:"key,omitempty"`
+}
+
+// BrokerRecord is one value in an end user's broker data.
+type BrokerRecord struct {
+	EndUserID  string          `json:"endUserId"`
+	Collection string          `json:"collection"`
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+}
+
+// CustomerToken is a freshly issued customer token.
+type CustomerToken struct {
+	Token     string    `json:"token"`
+	EndUserID string    `json:"endUserId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Lists.
+
+// RunList is a page of runs.
+type RunList struct {
+	Runs       []Run  `json:"runs"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// ApprovalList is a page of approvals.
+type ApprovalList struct {
+	Approvals  []Approval `json:"approvals"`
+	NextCursor string     `json:"nextCursor,omitempty"`
+}
+
+// EventList is a page of events; pass NextAfter as ?after= for the next.
+type EventList struct {
+	Events    []Event `json:"events"`
+	NextAfter int64   `json:"nextAfter"`
+}
+
+// DeploymentList is a page of deployments, newest first.
+type DeploymentList struct {
+	Deployments []Deployment `json:"deployments"`
+	NextCursor  string       `json:"nextCursor,omitempty"`
+}
+
+// AgentList is the agents of the latest deployment (Deployment 0 and no
+// agents when nothing is deployed).
+type AgentList struct {
+	Deployment int     `json:"deployment"`
+	Agents     []Agent `json:"agents"`
+}
+
+// KeyList is a project's keys, oldest first.
+type KeyList struct {
+	Keys []APIKey `json:"keys"`
+}
+
+// BrokerList is a page of a broker collection in key order.
+type BrokerList struct {
+	Records    []BrokerRecord `json:"records"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+}
+
+// Converters.
+
+func runOf(r store.Run, a *approvals.Approval) Run {
+	out := Run{
+		ID: r.ID, Agent: r.Agent, EndUserID: r.EndUserID, Status: string(r.Status),
+		Deployment: r.Deployment, Trust: string(r.Trust), TrustOrigin: r.TrustOrigin,
+		Costs:     Costs{r.Costs.TokensInput, r.Costs.TokensOutput, r.Costs.CostUSD},
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		Input: r.Input,
+	}
+	if len(out.Input) == 0 {
+		out.Input = json.RawMessage("{}")
+	}
+	if r.Status == store.RunSucceeded {
+		out.Output = r.Output
+		if len(out.Output) == 0 {
+			out.Output = json.RawMessage("null")
+		}
+	}
+	if r.Error != nil && (r.Status == store.RunFailed || r.Status == store.RunCancelled) {
+		out.Error = &RunError{Code: r.Error.Code, Message: r.Error.Message, Step: r.Error.Step}
+	}
+	if a != nil && r.Status == store.RunAwaitingApproval {
+		out.Approval = &RunApproval{ID: a.ID, Tool: a.Tool, Reason: a.Reason, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt}
+	}
+	return out
+}
+
+// showRun renders a run, with its pending approval while it awaits one.
+// The caller has already been allowed to see the run.
+func (s *Server) showRun(ctx context.Context, r store.Run) (Run, error) {
+	if r.Status != store.RunAwaitingApproval || r.ApprovalID == "" {
+		return runOf(r, nil), nil
+	}
+	a, err := s.store.GetApproval(ctx, r.ApprovalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return runOf(r, nil), nil
+	}
+	if err != nil {
+		return Run{}, err
+	}
+	if a.ProjectID != r.ProjectID || a.RunID != r.ID {
+		return runOf(r, nil), nil
+	}
+	return runOf(r, &a), nil
+}
+
+func approvalOf(a approvals.Approval) Approval {
+	return Approval{
+		ID: a.ID, RunID: a.RunID, Agent: a.Agent, EndUserID: a.EndUserID, Deployment: a.Deployment,
+		StepID: a.StepID, Tool: a.Tool, Input: a.Input, OriginalInput: a.OriginalInput,
+		Reason: a.Reason, Status: string(a.Status), RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt,
+		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Note: a.Note,
+	}
+}
+
+func eventOf(e store.Event) Event {
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	return Event{Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}
+}
+
+func deploymentOf(d store.Deployment) Deployment {
+	agents := d.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return Deployment{
+		Version: d.Version, Digest: d.Digest, BundleSize: d.BundleSize, Agents: agents,
+		CreatedBy: d.CreatedBy, CreatedAt: d.CreatedAt,
+	}
+}
+
+func agentOf(a *agent.Agent) Agent {
+	out := Agent{
+		Name: a.Name, Description: a.Description, Input: a.InputSchema,
+		ApprovalTimeout: a.ApprovalTimeout.String(),
+		Tools:           []Tool{}, Steps: []Step{},
+	}
+	for _, name := range a.ToolNames() {
+		t := a.Tools[name]
+		out.Tools = append(out.Tools, Tool{
+			Name: t.Name, Description: t.Description, Effect: string(t.Effect), Source: string(t.Source),
+			RequiresApproval: t.RequiresApproval, TimeoutMs: t.Timeout.Milliseconds(),
+			ApprovalTimeout: t.ApprovalTimeout.String(), Input: t.InputSchema, Output: t.OutputSchema,
+		})
+	}
+	for _, st := range a.Steps {
+		out.Steps = append(out.Steps, Step{ID: st.ID, Kind: string(st.Kind), Tool: st.Tool, Input: st.Input})
+	}
+	for _, r := range a.Policy {
+		out.Policy = append(out.Policy, PolicyRule{Tool: r.Tool, Decision: string(r.Decision), Reason: r.Reason, When: r.When})
+	}
+	return out
+}
+
+func keyOf(k store.APIKey) APIKey {
+	return APIKey{ID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func brokerOf(r store.BrokerRecord) BrokerRecord {
+	return BrokerRecord{EndUserID: r.EndUserID, Collection: r.Collection, Key: r.Key, Value: r.Value, UpdatedAt: r.UpdatedAt}
+}
