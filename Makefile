@@ -14,6 +14,10 @@ BIN       := $(CURDIR)/bin
 help: ## show this help
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
+.PHONY: dev
+dev: ## run Stead locally with the starter example (API, workers, sweeper on 127.0.0.1:8720)
+	$(GO) run ./cli/stead dev --example
+
 .PHONY: test
 test: ## run every test (what CI runs)
 	$(GO) test $(TESTFLAGS) $(PKGS)

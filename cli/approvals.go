@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+)
+
+type approvalsOptions struct {
+	status, order, cursor string
+	limit                 int
+}
+
+func (a *app) approvalsCommand() *cobra.Command {
+	var o approvalsOptions
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List approvals (pending ones by default)",
+		Long: `List approvals: id, agent, tool, run, when it was requested, how long it
+stays open, and why it was asked. Pending ones by default, newest first.
+Review an approval's exact input with stead approval ID before deciding.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.approvals(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.status, "status", "pending", "pending, approved, denied, expired, cancelled or all")
+	f.StringVar(&o.order, "order", "newest", "newest (requested last first) or expiring (soonest deadline first)")
+	f.IntVar(&o.limit, "limit", 50, "how many approvals to list (at most 500)")
+	f.StringVar(&o.cursor, "cursor", "", "continue a previous list (its next cursor)")
+	return cmd
+}
+
+func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
+	switch o.status {
+	case "pending", "approved", "denied", "expired", "cancelled", "all":
+	default:
+		return usagef("--status must be pending, approved, denied, expired, cancelled or all (got %q)", o.status)
+	}
+	switch o.order {
+	case "newest", "expiring":
+	default:
+		return usagef("--order must be newest or expiring (got %q)", o.order)
+	}
+	if o.limit < 1 || o.limit > 500 {
+		return usagef("--limit must be from 1 to 500 (got %d)", o.limit)
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"status": {o.status}, "order": {o.order}, "limit": {strconv.Itoa(o.limit)}}
+	if o.cursor != "" {
+		q.Set("cursor", o.cursor)
+	}
+	var list api.ApprovalList
+	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/approvals", query: q}, &list)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	if len(list.Approvals) == 0 {
+		if o.status == "all" {
+			fmt.Fprintln(a.stdout(), "no approvals")
+		} else {
+			fmt.Fprintf(a.stdout(), "no %s approvals\n", o.status)
+		}
+		return nil
+	}
+	now := a.now()
+	header := []string{"ID", "AGENT", "TOOL", "RUN", "REQUESTED", "EXPIRES IN", "REASON"}
+	withStatus := o.status != "pending"
+	if withStatus {
+		header = append(header[:4], append([]string{"STATUS"}, header[4:]...)...)
+	}
+	t := newTable(a.stdout(), header...)
+	for _, ap := range list.Approvals {
+		expires := until(now, ap.ExpiresAt)
+		if ap.Status != "pending" {
+			expires = "-"
+		}
+		row := []string{ap.ID, ap.Agent, ap.Tool, ap.RunID, ago(now, ap.RequestedAt), expires, truncate(ap.Reason, 60)}
+		if withStatus {
+			row = append(row[:4], append([]string{ap.Status}, row[4:]...)...)
+		}
+		t.row(row...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if list.NextCursor != "" {
+		fmt.Fprintf(a.stdout(), "more: stead approvals --status %s --cursor %s\n", o.status, list.NextCursor)
+	}
+	if o.status == "pending" {
+		fmt.Fprintln(a.stdout(), "review one: stead approval ID · decide: stead approve ID or stead deny ID")
+	}
+	return nil
+}
+
+func (a *app) approvalCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "approval ID",
+		Short: "Show an approval: the exact input, reason, run and expiry",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var ap api.Approval
+			body, err := c.call(cmd.Context(), request{method: http.MethodGet, path: path("v1", "approvals", args[0])}, &ap)
+			if err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printJSON(a.stdout(), body)
+			}
+			a.printApproval(ap)
+			return nil
+		},
+	}
+}
+
+func (a *app) printApproval(ap api.Approval) {
+	w := a.stdout()
+	now := a.now()
+	fmt.Fprintf(w, "approval %s  %s\n", ap.ID, ap.Status)
+	t := newTable(w, "  tool", fmt.Sprintf("%s (agent %s, step %s)", ap.Tool, ap.Agent, ap.StepID))
+	t.row("  run", fmt.Sprintf("%s (end user %s, deployment %d)", ap.RunID, ap.EndUserID, ap.Deployment))
+	t.row("  reason", orDash(ap.Reason))
+	t.row("  requested", fmt.Sprintf("%s (%s)", stamp(ap.RequestedAt), ago(now, ap.RequestedAt)))
+	switch {
+	case ap.Status != "pending":
+		t.row("  expires", stamp(ap.ExpiresAt))
+	case now.Before(ap.ExpiresAt):
+		t.row("  expires", fmt.Sprintf("%s (in %s)", stamp(ap.ExpiresAt), until(now, ap.ExpiresAt)))
+	default:
+		t.row("  expires", fmt.Sprintf("%s (expired %s)", stamp(ap.ExpiresAt), ago(now, ap.ExpiresAt)))
+	}
+	if ap.DecidedBy != "" || !ap.DecidedAt.IsZero() {
+		t.row("  decided", fmt.Sprintf("%s by %s (%s)", stamp(ap.DecidedAt), orDash(ap.DecidedBy), ago(now, ap.DecidedAt)))
+	}
+	if ap.Note != "" {
+		t.row("  note", ap.Note)
+	}
+	_ = t.flush()
+	fmt.Fprintf(w, "  input:\n%s\n", pretty(ap.Input, "    "))
+	if len(ap.OriginalInput) > 0 {
+		fmt.Fprintf(w, "  originally asked:\n%s\n", pretty(ap.OriginalInput, "    "))
+	}
+	if ap.Status == "pending" && now.Before(ap.ExpiresAt) {
+		fmt.Fprintf(w, "decide: stead approve %s or stead deny %s\n", ap.ID, ap.ID)
+	}
+}
+
+type decideOptions struct {
+	note  string
+	input string
+}
+
+func (a *app) approveCommand() *cobra.Command {
+	var o decideOptions
+	cmd := &cobra.Command{
+		Use:   "approve ID... [--note TEXT] [--input JSON|@file]",
+		Short: "Approve pending approvals; their runs resume",
+		Long: `Approve one or more pending approvals. Each run resumes with exactly the
+approved input. --input (only with one ID) replaces the call's input; it is
+checked against the tool's input schema first and recorded in the trace.
+Prints one line per approval; exit status 1 if any was refused.`,
+		Args: minArgs(1, "approval ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.decide(cmd.Context(), args, true, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.note, "note", "", "a note recorded with the decision")
+	cmd.Flags().StringVar(&o.input, "input", "", "approve with this input instead: JSON, or @file (one ID only)")
+	return cmd
+}
+
+func (a *app) denyCommand() *cobra.Command {
+	var o decideOptions
+	cmd := &cobra.Command{
+		Use:   "deny ID [--note TEXT]",
+		Short: "Deny a pending approval; its run fails with approval-denied",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.decide(cmd.Context(), args, false, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.note, "note", "", "why; recorded with the decision and in the run's error")
+	return cmd
+}
+
+func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOptions) error {
+	body := map[string]any{}
+	if o.note != "" {
+		body["note"] = o.note
+	}
+	if o.input != "" {
+		if len(ids) != 1 {
+			return usagef("--input edits one approval's input; pass exactly one ID with it (got %d)", len(ids))
+		}
+		in, err := a.readJSONArg("--input", o.input)
+		if err != nil {
+			return err
+		}
+		body["input"] = in
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	verb := "deny"
+	if approve {
+		verb = "approve"
+	}
+	for _, id := range ids {
+		if strings.HasPrefix(id, "run_") {
+			return usagef("%s is a run id; approval ids start with apr_ (list them with stead approvals, or see the run's with stead trace %s)", id, id)
+		}
+	}
+	var jsonOut []json.RawMessage
+	failed := 0
+	for _, id := range ids {
+		var ap api.Approval
+		resp, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "approvals", id, verb), body: body}, &ap)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || len(ids) == 1 {
+				return err
+			}
+			failed++
+			if a.jsonFlag {
+				jsonOut = append(jsonOut, ae.Body)
+			}
+			fmt.Fprintf(a.stderr(), "error: %s: %s\n", id, err)
+			continue
+		}
+		if a.jsonFlag {
+			jsonOut = append(jsonOut, resp)
+			continue
+		}
+		switch ap.Status {
+		case "approved":
+			edited := ""
+			if len(ap.OriginalInput) > 0 {
+				edited = " with the edited input"
+			}
+			fmt.Fprintf(a.stdout(), "approved %s (%s, run %s)%s; the run resumes: stead trace %s\n", ap.ID, ap.Tool, ap.RunID, edited, ap.RunID)
+		default:
+			fmt.Fprintf(a.stdout(), "denied %s (%s, run %s); the run fails with approval-denied\n", ap.ID, ap.Tool, ap.RunID)
+		}
+	}
+	if a.jsonFlag {
+		if len(ids) == 1 {
+			if err := printJSON(a.stdout(), jsonOut[0]); err != nil {
+				return err
+			}
+		} else if err := printValue(a.stdout(), jsonOut); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		if failed < len(ids) {
+			fmt.Fprintf(a.stderr(), "%d of %d approvals could not be %s\n", failed, len(ids), pastTense(verb))
+		}
+		return errReported
+	}
+	return nil
+}
+
+func pastTense(verb string) string {
+	if verb == "approve" {
+		return "approved"
+	}
+	return "denied"
+}

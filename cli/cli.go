@@ -1,0 +1,240 @@
+// Package cli is the `stead` command: the local server (`stead dev`) and the
+// client commands that drive Stead's HTTP API — deploy, run, runs, trace,
+// approvals, approve, deny, cancel, keys, token, login, version.
+//
+// Settings come from flags (--url, --key), then the environment (STEAD_URL,
+// STEAD_KEY), then the config file that `stead dev` and `stead login` write
+// ($STEAD_CONFIG, else <user config dir>/stead/config.json). Every command
+// prints people-readable output, or with --json the API's own JSON. Exit
+// status: 0 ok, 1 error, 2 usage (bad flags or arguments).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// Env is what a command touches outside itself. Tests replace any of it.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment; os.Getenv when nil.
+	Getenv func(string) string
+	// Now is the clock for relative times; time.Now when nil.
+	Now func() time.Time
+	// HTTPClient talks to the API; a client without a global timeout when
+	// nil (long-polls and event streams are bounded per request).
+	HTTPClient *http.Client
+}
+
+func (e *Env) defaults() {
+	if e.Stdin == nil {
+		e.Stdin = strings.NewReader("")
+	}
+	if e.Stdout == nil {
+		e.Stdout = io.Discard
+	}
+	if e.Stderr == nil {
+		e.Stderr = io.Discard
+	}
+	if e.Getenv == nil {
+		e.Getenv = os.Getenv
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	if e.HTTPClient == nil {
+		e.HTTPClient = &http.Client{}
+	}
+}
+
+// Main runs the stead command with args (without the program name) and
+// returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return Run(context.Background(), Env{Stdin: stdin, Stdout: stdout, Stderr: stderr}, args)
+}
+
+// Run runs the stead command in env and returns the exit status. Errors are
+// printed on env.Stderr.
+func Run(ctx context.Context, env Env, args []string) int {
+	env.defaults()
+	a := &app{env: env}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	return a.report(err)
+}
+
+// app holds the global flags and the environment of one invocation.
+type app struct {
+	env Env
+
+	urlFlag  string
+	keyFlag  string
+	jsonFlag bool
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "stead",
+		Short: "Stead runs AI-agent tools that must not act without a person's approval",
+		Long: `Stead runs AI-agent tools that must not act without a person's approval.
+
+Start a local server with the example:  stead dev --example
+Then:                                   stead run refunds --input '{"orderId":"o-1001","reason":"damaged"}' --end-user demo-user --wait
+                                        stead approvals
+                                        stead approve ID`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Args:              noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.urlFlag, "url", "", "Stead API URL (env STEAD_URL; default from the config file, else "+DefaultURL+")")
+	pf.StringVar(&a.keyFlag, "key", "", "API key or customer token (env STEAD_KEY; default from the config file)")
+	pf.BoolVar(&a.jsonFlag, "json", false, "print the API's JSON instead of text")
+
+	root.AddCommand(
+		a.devCommand(),
+		a.loginCommand(),
+		a.deployCommand(),
+		a.runCommand(),
+		a.runsCommand(),
+		a.traceCommand(),
+		a.cancelCommand(),
+		a.approvalsCommand(),
+		a.approvalCommand(),
+		a.approveCommand(),
+		a.denyCommand(),
+		a.keysCommand(),
+		a.tokenCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+// usageError is a mistake in how a command was called: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErr(err error) error { return &usageError{err} }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
+
+// errReported means the command already printed what went wrong; exit 1.
+var errReported = errors.New("reported")
+
+// report prints err and returns the exit status it stands for.
+func (a *app) report(err error) int {
+	if errors.Is(err, errReported) {
+		return ExitError
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintf(a.env.Stderr, "error: %s\nRun 'stead --help' for usage.\n", err)
+		return ExitUsage
+	}
+	var ae *apiError
+	if a.jsonFlag && errors.As(err, &ae) && len(ae.Body) > 0 {
+		// Scripts get the API's error document too.
+		_ = printJSON(a.env.Stdout, ae.Body)
+	}
+	fmt.Fprintf(a.env.Stderr, "error: %s\n", err)
+	return ExitError
+}
+
+// isCobraUsage recognises the usage errors cobra makes itself.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command ") ||
+		strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") ||
+		strings.HasPrefix(msg, "required flag(s)")
+}
+
+// Argument validators that report usage errors (exit status 2).
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		if cmd.HasSubCommands() {
+			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return usagef("%s takes no arguments (got %q)", cmd.CommandPath(), args[0])
+	}
+	return nil
+}
+
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usagef("%s needs %s (got %d %s)", cmd.CommandPath(), argList(names), len(args), plural(len(args), "argument", "arguments"))
+		}
+		return nil
+	}
+}
+
+func minArgs(n int, name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usagef("%s needs at least one %s", cmd.CommandPath(), name)
+		}
+		return nil
+	}
+}
+
+func maxArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > n {
+			return usagef("%s takes at most %d %s (got %d)", cmd.CommandPath(), n, plural(n, "argument", "arguments"), len(args))
+		}
+		return nil
+	}
+}
+
+func argList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// stdout and stderr are the command's output streams.
+func (a *app) stdout() io.Writer { return a.env.Stdout }
+func (a *app) stderr() io.Writer { return a.env.Stderr }
+
+func (a *app) now() time.Time { return a.env.Now() }

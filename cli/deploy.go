@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+	"stead/runtime/bundle"
+)
+
+func (a *app) deployCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deploy [DIR]",
+		Short: "Bundle and deploy DIR's handlers with its stead.json",
+		Long: `Deploy a new version: read DIR/stead.json (DIR defaults to the current
+folder), bundle the handlers entry it names under "handlers" (a bundle or a
+source entry — .js, .mjs, .ts — with its imports and node_modules) with
+esbuild, and upload both. Problems are shown one per line:
+stead.json: <JSON pointer>: <message>, and file:line:column: <message> for
+the code.`,
+		Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return a.deploy(cmd.Context(), dir)
+		},
+	}
+}
+
+// problemsError lists problems one per line under a headline.
+type problemsError struct {
+	headline string
+	lines    []string
+	// api is the API's refusal, when it came from the API.
+	api *apiError
+}
+
+func (e *problemsError) Error() string {
+	return e.headline + ":\n  " + strings.Join(e.lines, "\n  ")
+}
+
+func (e *problemsError) Unwrap() error {
+	if e.api == nil {
+		return nil
+	}
+	return e.api
+}
+
+func (a *app) deploy(ctx context.Context, dir string) error {
+	cfgPath := filepath.Join(dir, "stead.json")
+	config, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return fmt.Errorf("read %s: %w; deploy a folder that holds a stead.json", cfgPath, err)
+	}
+	var head struct {
+		Handlers json.RawMessage `json:"handlers"`
+	}
+	if err := json.Unmarshal(config, &head); err != nil {
+		return &problemsError{headline: "stead.json is not valid JSON", lines: []string{fmt.Sprintf("%s: %v", cfgPath, err)}}
+	}
+	var entry string
+	if len(head.Handlers) == 0 || json.Unmarshal(head.Handlers, &entry) != nil || entry == "" {
+		return &problemsError{headline: "stead.json does not name the handlers", lines: []string{
+			`stead.json: /handlers: must name the handlers' bundle or source entry, relative to stead.json, e.g. "handlers": "handlers.js"`,
+		}}
+	}
+	entryPath := filepath.Join(dir, filepath.FromSlash(entry))
+	if _, err := os.Stat(entryPath); err != nil {
+		return &problemsError{headline: "stead.json names handlers that are not there", lines: []string{
+			fmt.Sprintf("stead.json: /handlers: %s: %v", entryPath, errors.Unwrap(err)),
+		}}
+	}
+	src, err := bundle.Pack(ctx, entryPath, bundle.PackOptions{})
+	if err != nil {
+		if be, ok := bundle.AsError(err); ok {
+			return &problemsError{headline: "the handlers could not be bundled", lines: bundleLines(be, dir, filepath.Dir(entryPath))}
+		}
+		return fmt.Errorf("bundle %s: %w", entryPath, err)
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var d api.Deployment
+	body, err := c.call(ctx, request{
+		method: http.MethodPost, path: "/v1/deployments",
+		// The config goes as text so that problems point into the file.
+		body: map[string]any{"bundle": string(src), "config": string(config)},
+	}, &d)
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			if lines := deployProblems(ae); len(lines) > 0 {
+				what := "the bundle was refused"
+				if ae.Details["field"] == "config" {
+					what = "stead.json was refused"
+				}
+				return &problemsError{fmt.Sprintf("deployment refused: %s (%d %s)", what, len(lines), plural(len(lines), "problem", "problems")), lines, ae}
+			}
+		}
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	w := a.stdout()
+	fmt.Fprintf(w, "deployed version %d\n", d.Version)
+	fmt.Fprintf(w, "  digest  sha256:%s\n", d.Digest)
+	fmt.Fprintf(w, "  bundle  %s (from %s)\n", humanSize(d.BundleSize), filepath.ToSlash(entry))
+	fmt.Fprintf(w, "  agents  %s\n", strings.Join(d.Agents, ", "))
+	for _, p := range d.Warnings {
+		fmt.Fprintf(w, "warning: stead.json: %s: %s\n", orRoot(p.Pointer), p.Message)
+	}
+	return nil
+}
+
+// bundleLines renders bundle problems as file:line:col: message, with file
+// paths relative to DIR.
+func bundleLines(be *bundle.Error, dir, entryDir string) []string {
+	var lines []string
+	for _, e := range append([]*bundle.Error{be}, be.More...) {
+		f := e.File
+		if f != "" && !filepath.IsAbs(f) {
+			if rel, err := filepath.Rel(dir, filepath.Join(entryDir, f)); err == nil {
+				f = filepath.ToSlash(rel)
+			}
+		}
+		lines = append(lines, position(f, e.Line, e.Column)+e.Message)
+	}
+	return lines
+}
+
+func position(file string, line, col int) string {
+	switch {
+	case file != "" && line > 0:
+		return fmt.Sprintf("%s:%d:%d: ", file, line, col)
+	case file != "":
+		return file + ": "
+	}
+	return ""
+}
+
+// deployProblems renders a refused deployment's details: config problems as
+// stead.json: <pointer>: <message>, bundle problems as file:line:col.
+func deployProblems(ae *apiError) []string {
+	raw, ok := ae.Details["problems"]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var lines []string
+	switch ae.Details["field"] {
+	case "config":
+		var ps []api.ConfigProblem
+		if json.Unmarshal(b, &ps) != nil {
+			return nil
+		}
+		for _, p := range ps {
+			l := fmt.Sprintf("stead.json: %s: %s", orRoot(p.Pointer), p.Message)
+			if p.Line > 0 {
+				l += fmt.Sprintf(" (line %d, column %d)", p.Line, p.Column)
+			}
+			lines = append(lines, l)
+		}
+	case "bundle":
+		var ps []api.BundleProblem
+		if json.Unmarshal(b, &ps) != nil {
+			return nil
+		}
+		for _, p := range ps {
+			lines = append(lines, position(p.File, p.Line, p.Column)+p.Message)
+		}
+	}
+	return lines
+}
+
+func orRoot(ptr string) string {
+	if ptr == "" {
+		return "(root)"
+	}
+	return ptr
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+	"stead/approvals"
+	"stead/examples/refunds"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+type devOptions struct {
+	addr          string
+	data          string
+	example       bool
+	sweepInterval time.Duration
+	workers       int
+	logLevel      string
+	shutdown      time.Duration
+}
+
+func (a *app) devCommand() *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run Stead locally: API, workers and sweeper in one process on an embedded store",
+		Long: `Run Stead locally: the API, a worker pool and the approval sweeper in one
+process, on a bbolt file and a bundle folder under --data.
+
+On first start it creates a project and an owner key, prints them once, and
+writes the CLI's config file so that the other commands work with no further
+step. --example deploys the refunds example and seeds its demo orders.
+SIGINT or SIGTERM stop it cleanly: runs in flight finish, or stay resumable.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.dev(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:8720", "address to listen on")
+	f.StringVar(&o.data, "data", ".stead", "data folder (store, bundles, project)")
+	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
+	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
+	f.IntVar(&o.workers, "workers", 4, "worker pool size")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
+	return cmd
+}
+
+// projectFile is DATA/project.json: the local project.
+type projectFile struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+const (
+	projectFileName  = "project.json"
+	ownerKeyFileName = "owner.key"
+)
+
+func (a *app) dev(ctx context.Context, o devOptions) error {
+	if o.sweepInterval <= 0 {
+		return usagef("--sweep-interval must be longer than 0 (got %s)", o.sweepInterval)
+	}
+	if o.workers <= 0 {
+		return usagef("--workers must be at least 1 (got %d)", o.workers)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usagef("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr(), &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log})
+	if err != nil {
+		return err
+	}
+	closeStack := func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+		defer cancel()
+		return st.Close(cctx)
+	}
+	defer func() { _ = closeStack() }()
+
+	proj, key, created, err := ensureProject(ctx, st.Store, o.data, time.Now)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w; is another `stead dev` running? pick another address with --addr", o.addr, err)
+	}
+	defer ln.Close()
+	baseURL := "http://" + dialable(ln.Addr().String())
+
+	cfgPath, err := configPath(a.env.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := writeConfig(cfgPath, FileConfig{URL: baseURL, Key: key}); err != nil {
+		return err
+	}
+
+	if o.example {
+		if err := deployExample(ctx, st, proj.ID, log); err != nil {
+			return fmt.Errorf("set up the example: %w", err)
+		}
+	}
+	st.StartSweeper(o.sweepInterval)
+
+	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath); err != nil {
+		return err
+	}
+
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler: st.API,
+		// No ReadTimeout or WriteTimeout: event streams and long-polls stay
+		// open for minutes, and a read deadline would cancel their context.
+		// The API bounds bodies and waits per request.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stop() // a second Ctrl-C kills the process
+	log.Info("shutting down")
+
+	// Stop accepting requests; let short ones finish. Event streams and
+	// long-polls never go idle on their own, so their context ends after a
+	// grace period.
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), o.shutdown)
+	defer cancelShut()
+	shutDone := make(chan error, 1)
+	go func() { shutDone <- srv.Shutdown(shutCtx) }()
+	grace := time.NewTimer(500 * time.Millisecond)
+	defer grace.Stop()
+	var shutErr error
+	select {
+	case shutErr = <-shutDone:
+	case <-grace.C:
+		cancelBase()
+		shutErr = <-shutDone
+	}
+	if shutErr != nil {
+		_ = srv.Close()
+		log.Warn("connections still open at shutdown were closed", "error", shutErr)
+	}
+	if err := closeStack(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// dialable turns a listen address into one a client can dial: an
+// unspecified host becomes loopback.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// ensureProject returns the local project and its owner key, creating both
+// on first start (no DATA/project.json, or a project the store no longer
+// has). It reports whether it created them.
+func ensureProject(ctx context.Context, st store.Store, dir string, now func() time.Time) (projectFile, string, bool, error) {
+	pPath := filepath.Join(dir, projectFileName)
+	kPath := filepath.Join(dir, ownerKeyFileName)
+	var p projectFile
+	b, err := os.ReadFile(pPath)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &p); err != nil || p.ID == "" {
+			return p, "", false, fmt.Errorf("%s is not a project file; move it away to start a new project", pPath)
+		}
+		key, kerr := os.ReadFile(kPath)
+		if kerr != nil {
+			return p, "", false, fmt.Errorf("read the owner key: %w; restore %s, or move %s away to start a new project", kerr, kPath, dir)
+		}
+		_, gerr := st.GetProject(ctx, p.ID)
+		if gerr == nil {
+			return p, strings.TrimSpace(string(key)), false, nil
+		}
+		if !errors.Is(gerr, store.ErrNotFound) {
+			return p, "", false, fmt.Errorf("get project %s: %w", p.ID, gerr)
+		}
+		// The store was removed but not the project file: start again.
+	case !errors.Is(err, fs.ErrNotExist):
+		return p, "", false, fmt.Errorf("read %s: %w", pPath, err)
+	}
+	proj, key, err := api.Bootstrap(ctx, st, "local", now())
+	if err != nil {
+		return p, "", false, fmt.Errorf("create the local project: %w", err)
+	}
+	p = projectFile{ID: proj.ID, Name: proj.Name, CreatedAt: proj.CreatedAt}
+	pb, _ := json.MarshalIndent(p, "", "  ")
+	if err := writeFileAtomic(pPath, append(pb, '\n'), 0o600); err != nil {
+		return p, "", false, err
+	}
+	if err := writeFileAtomic(kPath, []byte(key+"\n"), 0o600); err != nil {
+		return p, "", false, err
+	}
+	return p, key, true, nil
+}
+
+// deployExample deploys examples/refunds unless the latest deployment is
+// already it, and seeds the demo orders that are missing.
+func deployExample(ctx context.Context, st *Stack, projectID string, log *slog.Logger) error {
+	actor := approvals.Actor{ProjectID: projectID, Role: approvals.RoleOwner, ID: "stead-dev-example"}
+	src, err := packExample(ctx)
+	if err != nil {
+		return err
+	}
+	latest, err := st.Store.LatestDeployment(ctx, projectID)
+	same := err == nil && latest.Digest == bundle.Digest(src) && sameJSON(latest.Config, refunds.Config)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("latest deployment: %w", err)
+	}
+	if !same {
+		d, err := st.Engine.Deploy(ctx, actor, engine.DeployParams{Bundle: src, Config: refunds.Config})
+		if err != nil {
+			return fmt.Errorf("deploy: %w", err)
+		}
+		log.Info("deployed the example", "version", d.Version, "agents", strings.Join(d.Agents, ","))
+	}
+	seed, err := refunds.DemoSeed()
+	if err != nil {
+		return err
+	}
+	scope := store.BrokerScope{ProjectID: projectID, EndUserID: seed.EndUserID}
+	added := 0
+	for coll, recs := range seed.Records {
+		for key, val := range recs {
+			_, err := st.Store.GetBrokerRecord(ctx, scope, coll, key)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("read demo record %s/%s: %w", coll, key, err)
+			}
+			if err := st.Store.PutBrokerRecord(ctx, store.BrokerRecord{
+				ProjectID: projectID, EndUserID: seed.EndUserID, Collection: coll, Key: key,
+				Value: val, UpdatedAt: time.Now().UTC(),
+			}); err != nil {
+				return fmt.Errorf("seed demo record %s/%s: %w", coll, key, err)
+			}
+			added++
+		}
+	}
+	if added > 0 {
+		log.Info("seeded demo data", "endUser", seed.EndUserID, "records", added)
+	}
+	return nil
+}
+
+// packExample bundles the example's embedded handlers.js as `stead deploy`
+// would.
+func packExample(ctx context.Context) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "stead-example-*")
+	if err != nil {
+		return nil, fmt.Errorf("pack the example: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	entry := filepath.Join(dir, "handlers.js")
+	if err := os.WriteFile(entry, refunds.Handlers, 0o600); err != nil {
+		return nil, fmt.Errorf("pack the example: %w", err)
+	}
+	return bundle.Pack(ctx, entry, bundle.PackOptions{})
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xa, yb)
+}
+
+// printDevStarted tells where Stead runs, the owner key on first start, and
+// what to do next.
+func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string) error {
+	if a.jsonFlag {
+		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "config": cfgPath}
+		if created {
+			v["ownerKey"] = key
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout(), "%s\n", b)
+		return err
+	}
+	out := a.stdout()
+	fmt.Fprintf(out, "Stead is running at %s (data in %s)\n", baseURL, o.data)
+	if created {
+		fmt.Fprintf(out, "\nCreated project %s. Its owner key, printed only on this first start:\n\n    %s\n\n", proj.ID, key)
+		fmt.Fprintf(out, "A copy is kept in %s so that restarts can set up the CLI again (local development only).\n", filepath.Join(o.data, ownerKeyFileName))
+	} else {
+		fmt.Fprintf(out, "Project %s\n", proj.ID)
+	}
+	fmt.Fprintf(out, "The CLI is set up to use it (%s).\n", a.tilde(cfgPath))
+	if o.example {
+		fmt.Fprint(out, `
+Next steps, in another terminal:
+    stead run refunds --input '{"orderId":"o-1001","reason":"damaged"}' --end-user demo-user --wait
+    stead approvals
+    stead approve ID        (or: stead deny ID --note "why")
+    stead trace RUN
+`)
+	} else {
+		fmt.Fprint(out, `
+Next steps, in another terminal:
+    stead deploy DIR        (a folder with stead.json and your handlers)
+    or restart with --example to try the refunds example
+`)
+	}
+	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
+	return nil
+}
+
+// tilde shortens a path under the home folder to ~/….
+func (a *app) tilde(p string) string {
+	home := a.env.Getenv("HOME")
+	if home == "" || !filepath.IsAbs(p) {
+		return p
+	}
+	if rel, err := filepath.Rel(home, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "~" + string(filepath.Separator) + rel
+	}
+	return p
+}

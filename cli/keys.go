@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+)
+
+func (a *app) keysCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage the project's API keys (owner key required)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("keys needs a subcommand: create, list or revoke")
+		},
+	}
+	var role, name string
+	create := &cobra.Command{
+		Use:   "create [--role owner|developer] [--name NAME]",
+		Short: "Create an API key; its secret is shown only once",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if role != "owner" && role != "developer" {
+				return usagef("--role must be owner or developer (got %q)", role)
+			}
+			return a.keysCreate(cmd.Context(), role, name)
+		},
+	}
+	create.Flags().StringVar(&role, "role", "developer", "owner (everything, including keys) or developer (deploy, run, decide)")
+	create.Flags().StringVar(&name, "name", "", "a name to recognise the key by")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never their secrets)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.keysList(cmd.Context())
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API key; it stops working at once",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var k api.APIKey
+			body, err := c.call(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "keys", args[0])}, &k)
+			if err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printJSON(a.stdout(), body)
+			}
+			fmt.Fprintf(a.stdout(), "revoked key %s (%s, %s…)\n", k.ID, k.Role, k.Prefix)
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func (a *app) keysCreate(ctx context.Context, role, name string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var k api.APIKey
+	body, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", body: map[string]string{"role": role, "name": name}}, &k)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	w := a.stdout()
+	fmt.Fprintf(w, "created %s key %s", k.Role, k.ID)
+	if k.Name != "" {
+		fmt.Fprintf(w, " (%s)", k.Name)
+	}
+	fmt.Fprintf(w, "\n\n    %s\n\n", k.Key)
+	fmt.Fprintln(w, "This is the only time the key is shown: store it in a secret manager now.")
+	fmt.Fprintf(w, "Use it with STEAD_KEY=… or --key; revoke it with stead keys revoke %s\n", k.ID)
+	return nil
+}
+
+func (a *app) keysList(ctx context.Context) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var list api.KeyList
+	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/keys"}, &list)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	now := a.now()
+	t := newTable(a.stdout(), "ID", "NAME", "ROLE", "PREFIX", "CREATED", "REVOKED")
+	for _, k := range list.Keys {
+		revoked := "-"
+		if !k.RevokedAt.IsZero() {
+			revoked = ago(now, k.RevokedAt)
+		}
+		t.row(k.ID, orDash(k.Name), k.Role, k.Prefix+"…", ago(now, k.CreatedAt), revoked)
+	}
+	return t.flush()
+}
+
+func (a *app) tokenCommand() *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "token END_USER [--ttl 1h]",
+		Short: "Issue a customer token: reads one end user's runs, nothing else",
+		Long: `Issue a customer token for a customer UI: it can read that end user's runs
+and their events (GET or SSE) until it expires, and nothing else. It can
+never decide an approval. The token alone is printed on standard output.`,
+		Args: exactArgs("END_USER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ttl < time.Second || ttl > 24*time.Hour {
+				return usagef("--ttl must be from 1s to 24h (got %s)", ttl)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var tok api.CustomerToken
+			body, err := c.call(cmd.Context(), request{
+				method: http.MethodPost, path: "/v1/customer-tokens",
+				body: map[string]any{"endUserId": args[0], "ttlSeconds": int64(ttl / time.Second)},
+			}, &tok)
+			if err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printJSON(a.stdout(), body)
+			}
+			fmt.Fprintln(a.stdout(), tok.Token)
+			fmt.Fprintf(a.stderr(), "customer token for end user %s, expires at %s (in %s)\n", tok.EndUserID, stamp(tok.ExpiresAt), until(a.now(), tok.ExpiresAt))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 24h)")
+	return cmd
+}

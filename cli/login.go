@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) loginCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "login --url URL --key KEY",
+		Short: "Check an API key against a Stead server and save both for the CLI",
+		Long: `Check an API key against a Stead server and save the URL and key in the
+CLI's config file ($STEAD_CONFIG, else <user config dir>/stead/config.json,
+mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key := a.keyFlag
+			if key == "" {
+				key = a.env.Getenv(EnvKey)
+			}
+			if key == "" {
+				return usagef("login needs --key (or %s): an owner or developer API key (stk_…)", EnvKey)
+			}
+			u := a.urlFlag
+			if u == "" {
+				u = a.env.Getenv(EnvURL)
+			}
+			if u == "" {
+				u = DefaultURL
+			}
+			u = strings.TrimRight(u, "/")
+			if _, err := url.ParseRequestURI(u); err != nil || !strings.HasPrefix(u, "http") {
+				return usagef("--url %q is not an http(s) URL; use e.g. %s", u, DefaultURL)
+			}
+			c := &client{set: settings{URL: u, URLFrom: "--url", Key: key, KeyFrom: "--key"}, http: a.env.HTTPClient}
+			// Listing deployments needs an owner or developer key: the kind
+			// of key the CLI's commands need.
+			if _, err := c.call(cmd.Context(), request{method: http.MethodGet, path: "/v1/deployments", query: url.Values{"limit": {"1"}}}, nil); err != nil {
+				return fmt.Errorf("check the key: %w", err)
+			}
+			p, err := configPath(a.env.Getenv)
+			if err != nil {
+				return err
+			}
+			if err := writeConfig(p, FileConfig{URL: u, Key: key}); err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printValue(a.stdout(), map[string]string{"url": u, "config": p})
+			}
+			fmt.Fprintf(a.stdout(), "logged in to %s; settings saved in %s\n", u, p)
+			return nil
+		},
+	}
+}
+
+// version is set at build time with -ldflags "-X stead/cli.version=v1.2.3".
+var version = ""
+
+// Version is the CLI's version: the build-time version, else the module
+// version and VCS revision the binary was built from.
+func Version() string {
+	if version != "" {
+		return version
+	}
+	v := "dev"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+		if rev != "" {
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			v += "+" + rev + dirty
+		}
+	}
+	return v
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the CLI's version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.jsonFlag {
+				return printValue(a.stdout(), map[string]string{"version": Version(), "go": runtime.Version()})
+			}
+			fmt.Fprintf(a.stdout(), "stead %s (%s)\n", Version(), runtime.Version())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,541 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+)
+
+// Run statuses as the API spells them.
+const (
+	statusQueued           = "queued"
+	statusRunning          = "running"
+	statusAwaitingApproval = "awaiting-approval"
+	statusSucceeded        = "succeeded"
+	statusFailed           = "failed"
+	statusCancelled        = "cancelled"
+)
+
+func terminalStatus(s string) bool {
+	return s == statusSucceeded || s == statusFailed || s == statusCancelled
+}
+
+func settledStatus(s string) bool { return terminalStatus(s) || s == statusAwaitingApproval }
+
+// Long-poll chunk of `run --wait`: a progress line is printed after each
+// chunk the run did not settle in.
+const waitChunk = 10 * time.Second
+
+type runOptions struct {
+	input          string
+	endUser        string
+	wait           bool
+	follow         bool
+	idempotencyKey string
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run AGENT --end-user ID [--input JSON|@file] [--wait | --follow]",
+		Short: "Start a run of an agent for an end user",
+		Long: `Start a run of an agent of the latest deployment for an end user.
+
+--input is the run's input: JSON, or @file to read it from a file (@- reads
+standard input). --wait waits until the run ends or stops for an approval,
+with progress on standard error; --follow prints the trace live until then.
+When the run stops for an approval, the command says what to run next.
+Exit status 1 if the run failed or was cancelled.`,
+		Example: `  stead run refunds --input '{"orderId":"o-1001","reason":"damaged"}' --end-user demo-user --wait`,
+		Args:    exactArgs("AGENT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.run(cmd.Context(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.input, "input", "{}", "run input: JSON, or @file (@- for standard input)")
+	f.StringVar(&o.endUser, "end-user", "", "the end user the run acts for (required)")
+	f.BoolVar(&o.wait, "wait", false, "wait until the run ends or awaits approval")
+	f.BoolVar(&o.follow, "follow", false, "print the run's trace live until it ends or awaits approval")
+	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "make the start repeatable: the same key and request return the same run")
+	return cmd
+}
+
+func (a *app) run(ctx context.Context, agentName string, o runOptions) error {
+	if o.endUser == "" {
+		return usagef("--end-user is required: the end user the run acts for, e.g. --end-user demo-user")
+	}
+	if o.wait && o.follow {
+		return usagef("use --wait or --follow, not both")
+	}
+	input, err := a.readJSONArg("--input", o.input)
+	if err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	req := request{
+		method: http.MethodPost,
+		path:   path("v1", "agents", agentName, "runs"),
+		body:   map[string]any{"input": input, "endUserId": o.endUser},
+	}
+	if o.idempotencyKey != "" {
+		req.header = http.Header{"Idempotency-Key": {o.idempotencyKey}}
+	}
+	var run api.Run
+	body, err := c.call(ctx, req, &run)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.follow:
+		return a.follow(ctx, c, run)
+	case o.wait:
+		fmt.Fprintf(a.stderr(), "started run %s (%s, deployment %d, end user %s); waiting…\n", run.ID, run.Agent, run.Deployment, run.EndUserID)
+		run, body, err = a.waitSettled(ctx, c, run)
+		if err != nil {
+			return err
+		}
+	}
+	if a.jsonFlag {
+		if err := printJSON(a.stdout(), body); err != nil {
+			return err
+		}
+		return runExit(run)
+	}
+	if !o.wait {
+		fmt.Fprintf(a.stdout(), "run %s %s (%s, deployment %d, end user %s)\n", run.ID, run.Status, run.Agent, run.Deployment, run.EndUserID)
+		if !settledStatus(run.Status) {
+			fmt.Fprintf(a.stdout(), "follow it: stead trace %s\n", run.ID)
+			return nil
+		}
+	}
+	return a.printOutcome(run)
+}
+
+// waitSettled long-polls until the run ends or awaits approval, printing a
+// progress line on stderr whenever a chunk passes without that.
+func (a *app) waitSettled(ctx context.Context, c *client, run api.Run) (api.Run, []byte, error) {
+	start := a.now()
+	last := run.Status
+	var body []byte
+	for !settledStatus(run.Status) {
+		q := url.Values{"wait": {waitChunk.String()}}
+		var next api.Run
+		b, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", run.ID), query: q}, &next)
+		if err != nil {
+			return run, nil, fmt.Errorf("wait for run %s: %w", run.ID, err)
+		}
+		run, body = next, b
+		if settledStatus(run.Status) {
+			break
+		}
+		elapsed := a.now().Sub(start).Round(time.Second)
+		if run.Status != last {
+			fmt.Fprintf(a.stderr(), "run %s is %s (%s)…\n", run.ID, run.Status, elapsed)
+		} else {
+			fmt.Fprintf(a.stderr(), "still %s after %s…\n", run.Status, elapsed)
+		}
+		last = run.Status
+	}
+	if body == nil {
+		var err error
+		body, err = json.Marshal(run)
+		if err != nil {
+			return run, nil, err
+		}
+	}
+	return run, body, nil
+}
+
+// printOutcome describes a settled run and returns the exit error for a
+// failed or cancelled one.
+func (a *app) printOutcome(run api.Run) error {
+	w := a.stdout()
+	switch run.Status {
+	case statusSucceeded:
+		fmt.Fprintf(w, "run %s succeeded (%s, end user %s)\n", run.ID, run.Agent, run.EndUserID)
+		fmt.Fprintf(w, "output:\n%s\n", pretty(run.Output, "  "))
+	case statusAwaitingApproval:
+		fmt.Fprintf(w, "run %s is awaiting approval (%s, end user %s)\n", run.ID, run.Agent, run.EndUserID)
+		if ap := run.Approval; ap != nil {
+			if ap.Reason != "" {
+				fmt.Fprintf(w, "reason: %s; expires in %s (at %s)\n", ap.Reason, until(a.now(), ap.ExpiresAt), clock(ap.ExpiresAt))
+			}
+			fmt.Fprintln(w, waitingLine(ap.ID, ap.Tool))
+		}
+	case statusFailed, statusCancelled:
+		fmt.Fprintf(w, "run %s %s (%s, end user %s)\n", run.ID, run.Status, run.Agent, run.EndUserID)
+	default:
+		fmt.Fprintf(w, "run %s is %s (%s, end user %s)\n", run.ID, run.Status, run.Agent, run.EndUserID)
+	}
+	return runExit(run)
+}
+
+// waitingLine tells exactly what to run to decide an approval.
+func waitingLine(id, tool string) string {
+	return fmt.Sprintf("waiting for approval %s (%s): stead approve %s or stead deny %s", id, tool, id, id)
+}
+
+// runError is a run that failed or was cancelled: exit status 1.
+type runError struct{ run api.Run }
+
+func (e *runError) Error() string {
+	if e.run.Error == nil {
+		return fmt.Sprintf("run %s %s; see `stead trace %s`", e.run.ID, e.run.Status, e.run.ID)
+	}
+	return fmt.Sprintf("run %s %s: %s: %s; see `stead trace %s`", e.run.ID, e.run.Status, e.run.Error.Code, e.run.Error.Message, e.run.ID)
+}
+
+func runExit(run api.Run) error {
+	if run.Status == statusFailed || run.Status == statusCancelled {
+		return &runError{run}
+	}
+	return nil
+}
+
+// follow streams the run's trace until it ends or awaits approval,
+// resuming after the last event seen when the stream drops.
+func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
+	if !a.jsonFlag {
+		fmt.Fprintf(a.stdout(), "run %s (%s, deployment %d, end user %s)\n", run.ID, run.Agent, run.Deployment, run.EndUserID)
+	}
+	tw := newTraceWriter(a.stdout(), a.now, a.jsonFlag)
+	var lastSeq int64
+	failures := 0
+	for {
+		s, err := a.streamOnce(ctx, c, run.ID, lastSeq, tw)
+		lastSeq = s.lastSeq
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return err
+		}
+		if err == nil {
+			// Where does the run stand? The server ends a stream only once
+			// the run is terminal; an approval request stops it here.
+			var cur api.Run
+			body, gerr := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", run.ID)}, &cur)
+			switch {
+			case errors.As(gerr, &ae):
+				return gerr
+			case gerr != nil:
+				err = gerr
+			case terminalStatus(cur.Status) && s.closed:
+				return a.followDone(cur, body)
+			case cur.Status == statusAwaitingApproval && cur.Approval != nil && cur.Approval.ID == s.approvalID:
+				return a.followDone(cur, body)
+			default:
+				// Approved meanwhile, or ended after the stream did:
+				// carry on from the last event.
+				failures = 0
+				continue
+			}
+		}
+		failures++
+		if failures > 10 {
+			return fmt.Errorf("follow run %s: %w; see its trace so far with `stead trace %s`", run.ID, err, run.ID)
+		}
+		fmt.Fprintf(a.stderr(), "event stream dropped (%v); resuming after event %d…\n", err, lastSeq)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(failures) * 250 * time.Millisecond):
+		}
+	}
+}
+
+func (a *app) followDone(run api.Run, body []byte) error {
+	if a.jsonFlag {
+		fmt.Fprintf(a.stdout(), "%s\n", compact(body))
+		return runExit(run)
+	}
+	return a.printOutcome(run)
+}
+
+// streamState is how one event stream ended.
+type streamState struct {
+	lastSeq int64
+	// closed: the server ended the stream (it does once the run is
+	// terminal and every event was sent).
+	closed bool
+	// approvalID is set when the stream was left at an approval request.
+	approvalID string
+}
+
+// streamOnce reads the run's event stream after lastSeq, printing each
+// event, until the server ends it, an approval is requested, or it fails.
+// An error answer is an *apiError; anything else a dropped stream.
+func (a *app) streamOnce(ctx context.Context, c *client, runID string, lastSeq int64, tw *traceWriter) (streamState, error) {
+	st := streamState{lastSeq: lastSeq}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := http.Header{"Accept": {"text/event-stream"}}
+	if lastSeq > 0 {
+		h.Set("Last-Event-ID", strconv.FormatInt(lastSeq, 10))
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: path("v1", "runs", runID, "events"), header: h})
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return st, c.errorOf(resp.StatusCode, b)
+	}
+	var data strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			var ev api.Event
+			if err := json.Unmarshal([]byte(data.String()), &ev); err != nil {
+				return st, fmt.Errorf("decode event: %w", err)
+			}
+			data.Reset()
+			if ev.Seq <= st.lastSeq {
+				continue
+			}
+			st.lastSeq = ev.Seq
+			tw.event(ev)
+			if ev.Type == "approval.requested" {
+				st.approvalID = dataString(ev.Data, "approvalId")
+				return st, nil
+			}
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+		// Comments (heartbeats), id:, event: and retry: lines carry nothing
+		// the data does not.
+	}
+	if err := sc.Err(); err != nil {
+		return st, err
+	}
+	st.closed = true
+	return st, nil
+}
+
+// readJSONArg reads a JSON flag value: JSON text, @file, or @- for stdin.
+func (a *app) readJSONArg(flag, v string) (json.RawMessage, error) {
+	var b []byte
+	switch {
+	case v == "@-":
+		var err error
+		if b, err = io.ReadAll(a.env.Stdin); err != nil {
+			return nil, fmt.Errorf("read %s from standard input: %w", flag, err)
+		}
+	case strings.HasPrefix(v, "@"):
+		var err error
+		if b, err = os.ReadFile(v[1:]); err != nil {
+			return nil, usagef("read %s file: %w", flag, err)
+		}
+	default:
+		b = []byte(v)
+	}
+	if !json.Valid(b) {
+		var x any
+		err := json.Unmarshal(b, &x)
+		return nil, usagef("%s is not valid JSON (%v); pass JSON such as '{\"orderId\":\"o-1001\"}', or @file", flag, err)
+	}
+	return json.RawMessage(strings.TrimSpace(string(b))), nil
+}
+
+// --- runs ---
+
+type runsOptions struct {
+	status, agent, endUser, cursor string
+	limit                          int
+}
+
+func (a *app) runsCommand() *cobra.Command {
+	var o runsOptions
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List runs, newest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runs(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.status, "status", "", "only runs in this status: queued, running, awaiting-approval, succeeded, failed, cancelled")
+	f.StringVar(&o.agent, "agent", "", "only runs of this agent")
+	f.StringVar(&o.endUser, "end-user", "", "only runs of this end user")
+	f.IntVar(&o.limit, "limit", 20, "how many runs to list (at most 500)")
+	f.StringVar(&o.cursor, "cursor", "", "continue a previous list (its next cursor)")
+	return cmd
+}
+
+func (a *app) runs(ctx context.Context, o runsOptions) error {
+	if o.limit < 1 || o.limit > 500 {
+		return usagef("--limit must be from 1 to 500 (got %d)", o.limit)
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {strconv.Itoa(o.limit)}}
+	for k, v := range map[string]string{"status": o.status, "agent": o.agent, "endUserId": o.endUser, "cursor": o.cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var list api.RunList
+	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/runs", query: q}, &list)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	if len(list.Runs) == 0 {
+		fmt.Fprintln(a.stdout(), "no runs")
+		return nil
+	}
+	now := a.now()
+	t := newTable(a.stdout(), "ID", "AGENT", "END USER", "STATUS", "CREATED", "DETAIL")
+	for _, r := range list.Runs {
+		t.row(r.ID, r.Agent, r.EndUserID, r.Status, ago(now, r.CreatedAt), runDetail(r))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if list.NextCursor != "" {
+		fmt.Fprintf(a.stdout(), "more: stead runs --cursor %s\n", list.NextCursor)
+	}
+	return nil
+}
+
+// runDetail is the short "why" of a run's status.
+func runDetail(r api.Run) string {
+	switch {
+	case r.Approval != nil:
+		return fmt.Sprintf("%s (%s)", r.Approval.ID, r.Approval.Tool)
+	case r.Error != nil:
+		return truncate(r.Error.Code+": "+r.Error.Message, 70)
+	}
+	return ""
+}
+
+// --- trace ---
+
+func (a *app) traceCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "trace RUN",
+		Short: "Show a run's trace: one line per event",
+		Long:  "Show a run's trace: time, event, step and a summary per line.\nWith --json: {\"run\": …, \"events\": [...]}.",
+		Args:  exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.trace(cmd.Context(), args[0])
+		},
+	}
+}
+
+func (a *app) trace(ctx context.Context, id string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var run api.Run
+	runBody, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id)}, &run)
+	if err != nil {
+		return err
+	}
+	events, err := allEvents(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		evs, err := json.Marshal(events)
+		if err != nil {
+			return err
+		}
+		return printValue(a.stdout(), map[string]json.RawMessage{"run": runBody, "events": evs})
+	}
+	w := a.stdout()
+	fmt.Fprintf(w, "run %s · %s · end user %s · deployment %d · %s\n", run.ID, run.Agent, run.EndUserID, run.Deployment, run.Status)
+	tw := newTraceWriter(w, a.now, false)
+	tw.table = newTable(w, "TIME", "EVENT", "STEP", "SUMMARY")
+	for _, ev := range events {
+		tw.event(ev)
+	}
+	if err := tw.table.flush(); err != nil {
+		return err
+	}
+	switch {
+	case run.Error != nil:
+		fmt.Fprintf(w, "%s: %s: %s\n", run.Status, run.Error.Code, run.Error.Message)
+	case run.Approval != nil:
+		fmt.Fprintln(w, waitingLine(run.Approval.ID, run.Approval.Tool))
+	}
+	return nil
+}
+
+// allEvents reads every event of a run, page by page.
+func allEvents(ctx context.Context, c *client, id string) ([]api.Event, error) {
+	events := []api.Event{}
+	var after int64
+	for {
+		q := url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {"500"}}
+		var page api.EventList
+		if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id, "events"), query: q}, &page); err != nil {
+			return nil, err
+		}
+		events = append(events, page.Events...)
+		if len(page.Events) == 0 || page.NextAfter <= after {
+			return events, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// --- cancel ---
+
+func (a *app) cancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "Cancel a run (a pending approval is settled as cancelled)",
+		Args:  exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var run api.Run
+			body, err := c.call(cmd.Context(), request{method: http.MethodPost, path: path("v1", "runs", args[0], "cancel")}, &run)
+			if err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printJSON(a.stdout(), body)
+			}
+			fmt.Fprintf(a.stdout(), "run %s cancelled (%s, end user %s)\n", run.ID, run.Agent, run.EndUserID)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"stead/api"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/runtime/jsvm"
+	"stead/store/boltstore"
+	"stead/store/fsblob"
+)
+
+// StackConfig wires the embedded stack: everything `stead dev` runs in one
+// process. Tests build the same stack in a temporary folder.
+type StackConfig struct {
+	// Dir holds the data: Dir/stead.db (bbolt) and Dir/blobs (bundles).
+	Dir string
+	// Workers is the size of the worker pool; 4 when zero.
+	Workers int
+	// Now is the clock of the engine, the API and the handler runtime;
+	// time.Now when nil.
+	Now func() time.Time
+	// Logger hears requests, failed executions and failed sweeps; nothing
+	// is logged when nil.
+	Logger *slog.Logger
+	// Fetch is the handlers' egress policy.
+	Fetch jsvm.FetchOptions
+	// NoSync skips fsync on store commits (tests only).
+	NoSync bool
+	// Entropy feeds ids in the engine; crypto/rand when nil.
+	Entropy func(p []byte) (int, error)
+	// APIEntropy feeds key secrets and request ids in the API; crypto/rand
+	// when nil.
+	APIEntropy io.Reader
+	// Heartbeat is the idle interval of event streams; the API's default
+	// when zero.
+	Heartbeat time.Duration
+}
+
+// Stack is a running embedded Stead: store, bundle compiler, handler
+// runtime, engine, worker pool and API handler. Close it when done.
+type Stack struct {
+	Store  *boltstore.Store
+	Engine *engine.Engine
+	// API serves the HTTP API.
+	API *api.Server
+
+	cfg     StackConfig
+	log     *slog.Logger
+	runtime *jsvm.Runtime
+	pool    *engine.Pool
+
+	sweepMu     sync.Mutex
+	sweepCancel context.CancelFunc
+	sweepDone   chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// OpenStack opens the store under cfg.Dir and starts the worker pool.
+func OpenStack(cfg StackConfig) (*Stack, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("stack config: Dir is required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data folder: %w", err)
+	}
+	st, err := boltstore.Open(filepath.Join(cfg.Dir, "stead.db"), boltstore.Options{NoSync: cfg.NoSync, Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w (is another `stead dev` using this data folder?)", filepath.Join(cfg.Dir, "stead.db"), err)
+	}
+	blobs, err := fsblob.Open(filepath.Join(cfg.Dir, "blobs"))
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	rt := jsvm.New(jsvm.Options{Fetch: cfg.Fetch, Now: cfg.Now})
+	pool := engine.NewPool(cfg.Workers, 0, func(runID string, err error) {
+		log.Error("execute run", "run", runID, "error", err)
+	})
+	eng, err := engine.New(engine.Config{
+		Store:    st,
+		Blobs:    blobs,
+		Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
+		Invoker:  rt,
+		Dispatch: pool,
+		Now:      cfg.Now,
+		Entropy:  cfg.Entropy,
+		WorkerID: workerID(),
+	})
+	if err != nil {
+		rt.Close()
+		_ = st.Close()
+		return nil, err
+	}
+	srv, err := api.New(api.Config{
+		Engine:    eng,
+		Store:     st,
+		Now:       cfg.Now,
+		Logger:    log,
+		Entropy:   cfg.APIEntropy,
+		Heartbeat: cfg.Heartbeat,
+	})
+	if err != nil {
+		rt.Close()
+		_ = st.Close()
+		return nil, err
+	}
+	pool.Start(eng.Execute)
+	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, runtime: rt, pool: pool}, nil
+}
+
+// workerID names this process in run leases.
+func workerID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "local"
+	}
+	return fmt.Sprintf("dev-%s-%d", host, os.Getpid())
+}
+
+// StartSweeper sweeps once now (runs a previous process left queued or
+// running are dispatched again, due approvals expire) and then every
+// interval, until Close.
+func (s *Stack) StartSweeper(interval time.Duration) {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if s.sweepCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.sweepCancel = cancel
+	s.sweepDone = make(chan struct{})
+	onErr := func(err error) { s.log.Error("sweep", "error", err) }
+	go func() {
+		defer close(s.sweepDone)
+		if res, err := s.Engine.Sweep(ctx); err != nil && ctx.Err() == nil {
+			onErr(err)
+		} else if res.Expired+res.Redispatched > 0 {
+			s.log.Info("sweep", "expired", res.Expired, "redispatched", res.Redispatched)
+		}
+		s.Engine.SweepEvery(ctx, interval, onErr)
+	}()
+}
+
+// Close stops the sweeper and the worker pool — executions in flight finish,
+// or are interrupted when ctx ends and resume in a later process — then
+// closes the handler runtime and the store.
+func (s *Stack) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.sweepMu.Lock()
+		if s.sweepCancel != nil {
+			s.sweepCancel()
+			<-s.sweepDone
+		}
+		s.sweepMu.Unlock()
+		s.pool.Stop(ctx)
+		s.runtime.Close()
+		s.closeErr = s.Store.Close()
+	})
+	return s.closeErr
+}
