@@ -191,7 +191,8 @@ func (d Decision) Apply(a Approval) Approval {
 	a.DecidedBy = d.By
 	a.DecidedAt = d.At
 	a.Note = d.Note
-	if d.Status == Approved && d.Input != nil {
+	// An "edit" identical to what was asked is no edit.
+	if d.Status == Approved && d.Input != nil && d.InputDigest != a.InputDigest {
 		if a.OriginalInput == nil {
 			a.OriginalInput = a.Input
 		}

@@ -69,6 +69,10 @@ func TestApplyKeepsTheOriginalOfAnEditedInput(t *testing.T) {
 	if string(got.Input) != `{"a":2}` || got.InputDigest != "d2" || string(got.OriginalInput) != `{"a":1}` {
 		t.Errorf("input %s digest %s original %s", got.Input, got.InputDigest, got.OriginalInput)
 	}
+	same := approvals.Decision{Status: approvals.Approved, Input: json.RawMessage(`{"a":1}`), InputDigest: "d1"}.Apply(pending())
+	if same.OriginalInput != nil {
+		t.Errorf("an unchanged input was recorded as an edit: %+v", same)
+	}
 	denied := approvals.Decision{Status: approvals.Denied, Input: json.RawMessage(`{"a":3}`)}.Apply(pending())
 	if string(denied.Input) != `{"a":1}` || denied.OriginalInput != nil {
 		t.Errorf("a denial changed the input: %+v", denied)

@@ -96,7 +96,7 @@ func wantCode(t testing.TB, e *Error, code string) {
 func idleVMs(r *Runtime, b *bundle.Bundle) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p, ok := r.pools.Get(b.Digest); ok {
+	if p, ok := r.pools.Get(poolKey("", b.Digest)); ok {
 		return len(p.idle)
 	}
 	return 0

@@ -188,7 +188,7 @@ export function viaGlobal() { return globalThis.hostBomb(); }
 
 	// A panic in a synchronous host function: plant one on the pooled VM.
 	r.mu.Lock()
-	p, _ := r.pools.Get(b.Digest)
+	p, _ := r.pools.Get(poolKey("", b.Digest))
 	w := p.idle[0]
 	r.mu.Unlock()
 	if err := w.vm.Set("hostBomb", func(goja.FunctionCall) goja.Value { panic("host function bug") }); err != nil {

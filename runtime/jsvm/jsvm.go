@@ -110,6 +110,10 @@ func (o *Options) defaults() {
 
 // Invocation is one call of a handler export.
 type Invocation struct {
+	// Tenant isolates warm VMs: invocations of different tenants (Stead
+	// passes the project id) never share a VM, even for byte-identical
+	// bundles, so module state never crosses projects.
+	Tenant string
 	// Export is the name of the exported handler function.
 	Export string
 	// Input is the handler's first argument, as JSON. Empty means undefined.
@@ -223,13 +227,16 @@ func (r *Runtime) Setup(vm *goja.Runtime) error {
 	return err
 }
 
-func (r *Runtime) acquire(digest string) (*worker, *Error) {
+// poolKey names the pool of warm VMs of one tenant's bundle.
+func poolKey(tenant, digest string) string { return tenant + "\x00" + digest }
+
+func (r *Runtime) acquire(key string) (*worker, *Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, &Error{Code: CodeInternal, Message: "the jsvm runtime is closed"}
 	}
-	if p, ok := r.pools.Get(digest); ok && len(p.idle) > 0 {
+	if p, ok := r.pools.Get(key); ok && len(p.idle) > 0 {
 		w := p.idle[len(p.idle)-1]
 		p.idle[len(p.idle)-1] = nil
 		p.idle = p.idle[:len(p.idle)-1]
@@ -247,10 +254,10 @@ func (r *Runtime) release(w *worker) {
 	if r.closed {
 		return
 	}
-	p, ok := r.pools.Peek(w.digest)
+	p, ok := r.pools.Peek(w.pool)
 	if !ok {
 		p = &pool{}
-		r.pools.Add(w.digest, p)
+		r.pools.Add(w.pool, p)
 	}
 	if len(p.idle) < r.opts.MaxIdlePerBundle {
 		p.idle = append(p.idle, w)
@@ -277,7 +284,8 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	if ctx.Err() != nil {
 		return res, contextError(ctx, start)
 	}
-	w, e := r.acquire(b.Digest)
+	key := poolKey(inv.Tenant, b.Digest)
+	w, e := r.acquire(key)
 	if e != nil {
 		return res, e
 	}
@@ -286,7 +294,7 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 		if w, err = r.install(vm); err != nil {
 			return res, &Error{Code: CodeInternal, Message: "prepare runtime: " + err.Error()}
 		}
-		w.digest = b.Digest
+		w.pool = key
 	}
 	c := newCall(ctx, r, &inv, start)
 	out, e := w.invoke(ctx, c, b, inv.Export, inv.Input)

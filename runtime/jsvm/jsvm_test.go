@@ -98,6 +98,31 @@ func TestBundlesDoNotShareState(t *testing.T) {
 	}
 }
 
+// Two projects that deploy byte-identical bundles never share a warm VM, so
+// module state (a cache, a token kept by mistake) never crosses projects.
+func TestTenantsDoNotShareVMs(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `let seen = []; export function remember(input, context) { seen.push(context.endUserId); return seen }`)
+	call := func(tenant, user string) string {
+		t.Helper()
+		res, err := r.Invoke(context.Background(), b, Invocation{Tenant: tenant, Export: "remember", EndUserID: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Output)
+	}
+	if got := call("prj_a", "alice"); got != `["alice"]` {
+		t.Fatalf("tenant a: %s", got)
+	}
+	if got := call("prj_b", "bob"); got != `["bob"]` {
+		t.Fatalf("tenant b saw tenant a's module state: %s", got)
+	}
+	if got := call("prj_a", "carol"); got != `["alice","carol"]` {
+		t.Fatalf("tenant a's warm VM was not reused: %s", got)
+	}
+}
+
 func TestPoolBounds(t *testing.T) {
 	t.Parallel()
 	r := newRuntime(t, Options{MaxIdlePerBundle: 2, MaxBundles: 2})

@@ -24,12 +24,13 @@ var prelude = sync.OnceValues(func() (*goja.Program, error) {
 	return goja.Compile("stead:prelude", preludeSource, true)
 })
 
-// worker is one warm VM for one bundle, with the host state its globals
-// close over. It is used by one invocation at a time, on that invocation's
-// goroutine.
+// worker is one warm VM for one tenant's bundle, with the host state its
+// globals close over. It is used by one invocation at a time, on that
+// invocation's goroutine.
 type worker struct {
-	rt     *Runtime
-	digest string
+	rt *Runtime
+	// pool is the key of the pool the worker belongs to (poolKey).
+	pool   string
 	vm     *goja.Runtime
 	loop   *loop
 	watch  watch
