@@ -39,6 +39,9 @@ type Config struct {
 	Handlers string
 	// Agents holds the agents by name.
 	Agents map[string]*Agent
+	// Models holds the language models by name (empty when the file has no
+	// "models").
+	Models map[string]*Model
 	// Raw is the file as parsed.
 	Raw json.RawMessage
 	// Warnings are things that are allowed but probably not meant, such as
@@ -117,12 +120,50 @@ type Tool struct {
 // StepKind says what a step does.
 type StepKind string
 
-// The step kinds. A step object has exactly one kind key; today that is
-// "tool".
+// The step kinds. A step object has exactly one kind key: "tool", "model"
+// or "agent".
 const (
 	// ToolStep calls one tool: {"id", "tool", "input"}.
 	ToolStep StepKind = "tool"
+	// ModelStep asks a model once: {"id", "model", "system", "prompt",
+	// "output"}. Its output is the answer: a string, or the JSON value that
+	// matched the output schema.
+	ModelStep StepKind = "model"
+	// AgentStep lets a model call tools until it answers: {"id", "agent":
+	// {"model", "instructions", "prompt", "tools", "maxTurns",
+	// "onDecline"}}. Its output is the model's final text.
+	AgentStep StepKind = "agent"
 )
+
+// OnDecline says what a refused call of an agent step does.
+type OnDecline string
+
+// The OnDecline values.
+const (
+	// DeclineFail fails the run: approval-denied, approval-expired or
+	// policy-denied.
+	DeclineFail OnDecline = "fail"
+	// DeclineTellModel gives the model the refusal as the call's result and
+	// lets it go on.
+	DeclineTellModel OnDecline = "tell-model"
+)
+
+// Loop is the "agent" of an AgentStep.
+type Loop struct {
+	// Model names the model (a key of Config.Models).
+	Model string
+	// Instructions is the system prompt, nil when not set.
+	Instructions *Template
+	// Prompt is the first user message, nil when not set (the run input
+	// as JSON is sent then).
+	Prompt *Template
+	// Tools are the tools offered to the model, in config order.
+	Tools []string
+	// MaxTurns is how many times the model may answer (default 8).
+	MaxTurns int
+	// OnDecline is DeclineFail (default) or DeclineTellModel.
+	OnDecline OnDecline
+}
 
 // Step is one element of an agent's steps.
 type Step struct {
@@ -137,8 +178,18 @@ type Step struct {
 	// json.Number, expressions still as strings); nil when the step has no
 	// input. Use ResolveInput to get the input of a call.
 	Input any
+	// Model names the model of a ModelStep or AgentStep.
+	Model string
+	// System and Prompt are a ModelStep's prompts (System nil when not set).
+	System, Prompt *Template
+	// OutputSchema is a ModelStep's output JSON Schema, nil for a text
+	// answer.
+	OutputSchema json.RawMessage
+	// Loop is an AgentStep's settings.
+	Loop *Loop
 
-	input node
+	input  node
+	output *jsonschema.Schema
 }
 
 // Parse parses and validates a stead.json. It returns a *ConfigError
@@ -301,16 +352,17 @@ func (p *parser) config(doc any) *Config {
 	c := &Config{Agents: map[string]*Agent{}}
 	root, _ := doc.(map[string]any)
 	c.Handlers, _ = root["handlers"].(string)
+	c.Models = p.models(root)
 	agents, _ := root["agents"].(map[string]any)
 	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		if am, ok := agents[name].(map[string]any); ok {
-			c.Agents[name] = p.agent(name, am, jsonPointer("agents", name))
+			c.Agents[name] = p.agent(name, am, jsonPointer("agents", name), modelRefs(c.Models))
 		}
 	}
 	return c
 }
 
-func (p *parser) agent(name string, m map[string]any, ptr string) *Agent {
+func (p *parser) agent(name string, m map[string]any, ptr string, models modelRefs) *Agent {
 	a := &Agent{Name: name, Tools: map[string]*Tool{}, stepAt: map[string]int{}}
 	a.Description, _ = m["description"].(string)
 	if v, ok := m["input"]; ok {
@@ -340,7 +392,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string) *Agent {
 		ptr:   child(ptr, "tools"),
 	}
 	steps, _ := m["steps"].([]any)
-	p.steps(a, steps, refs)
+	p.steps(a, steps, refs, models)
 	policy, _ := m["policy"].([]any)
 	p.policy(a, policy, refs)
 	return a
@@ -365,7 +417,7 @@ func (r toolRefs) missing(name string) string {
 	return fmt.Sprintf("tool %q is not declared in %s (%s)", name, r.ptr, list)
 }
 
-func (p *parser) steps(a *Agent, steps []any, refs toolRefs) {
+func (p *parser) steps(a *Agent, steps []any, refs toolRefs, models modelRefs) {
 	stepPtr := func(i int) string { return jsonPointer("agents", a.Name, "steps", strconv.Itoa(i)) }
 	// Ids first, so a reference to a later step can be told apart from a
 	// reference to a step that does not exist.
@@ -386,19 +438,25 @@ func (p *parser) steps(a *Agent, steps []any, refs toolRefs) {
 		if !ok {
 			continue
 		}
-		// The kind is ToolStep: the only kind, and the schema requires
-		// "tool". New kinds are told apart here by their kind key.
-		s := &Step{Index: i, Kind: ToolStep}
+		s := &Step{Index: i}
 		s.ID, _ = sm["id"].(string)
-		if tn, ok := sm["tool"].(string); ok && tn != "" {
-			s.Tool = tn
-			if msg := refs.missing(tn); msg != "" {
-				p.report(child(stepPtr(i), "tool"), msg)
+		s.Kind = p.stepKind(sm, stepPtr(i))
+		switch s.Kind {
+		case ToolStep:
+			if tn, ok := sm["tool"].(string); ok && tn != "" {
+				s.Tool = tn
+				if msg := refs.missing(tn); msg != "" {
+					p.report(child(stepPtr(i), "tool"), msg)
+				}
 			}
-		}
-		if in, ok := sm["input"]; ok {
-			s.Input = in
-			s.input = p.stepInput(a, i, in, child(stepPtr(i), "input"))
+			if in, ok := sm["input"]; ok {
+				s.Input = in
+				s.input = p.stepInput(a, i, in, child(stepPtr(i), "input"))
+			}
+		case ModelStep:
+			p.modelStep(a, s, sm, stepPtr(i), models)
+		case AgentStep:
+			p.agentStep(a, s, sm, stepPtr(i), refs, models)
 		}
 		a.Steps = append(a.Steps, s)
 	}
@@ -508,8 +566,15 @@ func (p *parser) schema(ptr string, v any) *jsonschema.Schema {
 
 // stepInput compiles the input of step i, checking every expression in it.
 func (p *parser) stepInput(a *Agent, i int, in any, ptr string) node {
+	return compileInput(in, "", p.exprCheck(a, i, ptr), func(at, msg string) { p.report(ptr+at, msg) })
+}
+
+// exprCheck returns a check of the expressions found at ptr+at in step i:
+// each may only read the output of an earlier step. It reports what is wrong
+// and says whether all were fine.
+func (p *parser) exprCheck(a *Agent, i int, ptr string) func(at string, exprs []*Expr) bool {
 	ids := slices.Sorted(maps.Keys(a.stepAt))
-	check := func(at string, exprs []*Expr) bool {
+	return func(at string, exprs []*Expr) bool {
 		ok := true
 		for _, e := range exprs {
 			id := e.Step()
@@ -531,7 +596,6 @@ func (p *parser) stepInput(a *Agent, i int, in any, ptr string) node {
 		}
 		return ok
 	}
-	return compileInput(in, "", check, func(at, msg string) { p.report(ptr+at, msg) })
 }
 
 // toolNameProblem says why name cannot be a tool name, or "". Tool names

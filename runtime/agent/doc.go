@@ -1,7 +1,9 @@
 // Package agent owns the project config file, stead.json: it parses and
-// validates it, compiles the JSON Schemas in it once, resolves the
-// expressions in step inputs, checks tool inputs and outputs, and makes the
-// policy decision (allow, ask or deny) before any tool call runs.
+// validates it (agents, their tools, policy and steps, and the language
+// models steps use), compiles the JSON Schemas in it once, resolves the
+// expressions in step inputs and prompt templates, checks tool inputs and
+// outputs and model-step answers, and makes the policy decision (allow, ask
+// or deny) before any tool call runs.
 //
 // Parse returns a *Config that is immutable and safe for concurrent use: a
 // deployment's config is parsed once and shared by every run. Compiled
@@ -14,6 +16,11 @@
 //
 //	{
 //	  "handlers": "src/index.ts",
+//	  "models": {
+//	    "default": { "provider": "openai", "baseUrl": "https://api.openai.com/v1",
+//	                 "model": "gpt-4o-mini", "apiKeyEnv": "OPENAI_API_KEY",
+//	                 "prices": { "input": 0.15, "output": 0.6 } }
+//	  },
 //	  "agents": {
 //	    "refunds": {
 //	      "description": "Refunds one order.",
@@ -46,8 +53,23 @@
 //
 //   - handlers (string, optional): path of the handler bundle or its source
 //     entry, used by the CLI. Not empty when present.
+//   - models (object, optional): language models by name (same rule as agent
+//     names), for model and agent steps.
 //   - agents (object, required, at least one): agents by name. A name is a
 //     letter followed by letters, digits, "_" or "-", at most 64 characters.
+//
+// Model:
+//
+//   - provider ("openai" | "bedrock", required).
+//   - openai: baseUrl (http or https URL, required; "/chat/completions" is
+//     appended), model (required), apiKeyEnv (optional: the environment
+//     variable holding the API key; without it no key is sent).
+//   - bedrock: modelId and region (required), baseUrl (optional endpoint).
+//     A key of the other provider is an error.
+//   - prices ({"input", "output"} USD per million tokens, optional).
+//   - timeoutMs (1..900000, default 120000): one model call, retries
+//     included; requestTimeoutMs (default 60000, at most timeoutMs): one
+//     request; maxRetries (0..10, default 3); maxTokens; temperature (0..2).
 //
 // Agent:
 //
@@ -81,12 +103,36 @@
 // (7 days).
 //
 // Step: every step has an id (same rule as agent names, unique within the
-// agent) and one kind key. The only kind is a tool step:
+// agent) and exactly one kind key — "tool", "model" or "agent"; a key of
+// another kind is an error naming the kind it belongs to. A tool step:
 //
 //   - id (string, required).
 //   - tool (string, required): a tool declared in the agent's tools.
 //   - input (any JSON, optional): the tool's input, with expressions. A step
 //     without input calls its tool with an empty object.
+//
+// A model step asks a model once; its output is the answer:
+//
+//   - model (string, required): a model declared in models.
+//   - system (template, optional), prompt (template, required).
+//   - output ("text", the default, or a JSON Schema): with a schema the
+//     answer must be JSON matching it (ValidateOutput).
+//
+// An agent step lets a model call tools until it answers; its output is the
+// final answer's text:
+//
+//   - agent.model (string, required): a model declared in models.
+//   - agent.instructions (template, optional): the system prompt.
+//   - agent.prompt (template, optional): the first user message; default the
+//     run input as JSON.
+//   - agent.tools (array of declared tool names, optional): what the model
+//     may call. Names must also suit providers: [A-Za-z0-9_-]{1,64}.
+//   - agent.maxTurns (1..100, default 8).
+//   - agent.onDecline ("fail" | "tell-model", default "fail").
+//
+// Templates (system, prompt, instructions) are strings in which
+// {{ expression }} interpolates, with the same expressions and reference
+// rules as step inputs; a "$" in them is plain text.
 //
 // Policy rule:
 //

@@ -88,15 +88,22 @@ func (e *InputError) Code() string {
 }
 
 // OutputError is a tool result that does not match the tool's output
-// schema. The handler ran; its result is not passed on.
+// schema (the handler ran; its result is not passed on), or a model step's
+// answer that does not match the step's output schema.
 type OutputError struct {
 	Agent, Tool string
-	Problems    []FieldProblem
+	// Step is set, and Tool empty, for a model step's answer.
+	Step     string
+	Problems []FieldProblem
 }
 
 // Error reads `Invalid result from "refundOrder": refundId: is required`,
-// with further problems on lines of their own.
+// or `Invalid output of step "summary": title: is required` for a model
+// step, with further problems on lines of their own.
 func (e *OutputError) Error() string {
+	if e.Tool == "" && e.Step != "" {
+		return fmt.Sprintf("Invalid output of step %q: ", e.Step) + joinProblems(e.Problems)
+	}
 	return fmt.Sprintf("Invalid result from %q: ", e.Tool) + joinProblems(e.Problems)
 }
 

@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,20 +14,40 @@ import (
 	"stead/store"
 )
 
-// crashingStore fails the write that records a chosen step's completion, as
-// if the worker died after the handler ran but before its result was stored.
+// crashingStore fails the write that records a chosen step's completion (or
+// any write match chooses), as if the worker died after the handler ran but
+// before its result was stored.
 type crashingStore struct {
 	store.Store
 	mu      sync.Mutex
 	step    string
+	match   func(store.RunCommit) bool
 	crashes int
 }
 
 var errCrash = errors.New("worker died")
 
+// hasEvent reports whether a commit writes an event of the type whose data
+// contains every fragment.
+func hasEvent(c store.RunCommit, typ string, fragments ...string) bool {
+	for _, e := range c.Events {
+		if e.Type != typ {
+			continue
+		}
+		ok := true
+		for _, f := range fragments {
+			ok = ok && strings.Contains(string(e.Data), f)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *crashingStore) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
 	s.mu.Lock()
-	crash := s.crashes > 0 && c.Step != nil && c.Step.ID == s.step
+	crash := s.crashes > 0 && ((s.match == nil && c.Step != nil && c.Step.ID == s.step) || (s.match != nil && s.match(c)))
 	if crash {
 		s.crashes--
 	}
@@ -119,4 +142,109 @@ func TestStaleWorkerCannotOverwrite(t *testing.T) {
 		t.Fatalf("stale write: err = %v, want conflict", err)
 	}
 	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+}
+
+// crashRun executes the queued runs expecting the injected crash, then lets
+// the dead worker's lease run out and has the sweeper dispatch the run again.
+func crashRun(t *testing.T, h *harness, runID string) {
+	t.Helper()
+	for _, id := range h.queue.take() {
+		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
+			t.Fatalf("execute: err = %v, want the crash", err)
+		}
+	}
+	stuck := h.run(runID)
+	if stuck.Status != store.RunRunning {
+		t.Fatalf("after the crash the run is %s", stuck.Status)
+	}
+	h.restart()
+	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Redispatched != 1 {
+		t.Fatalf("sweep after the lease ran out: %+v %v", res, err)
+	}
+	h.drain()
+}
+
+func TestAgentLoopCrashWhilePausedResumesSameConversation(t *testing.T) {
+	t.Parallel()
+	h, l := setupModels(t)
+	r, a := startTriage(t, h, l, "triage")
+	// The process dies while the run waits; a new one decides and resumes.
+	h.restart()
+	l.then(answer("Refunded.", 1, 1))
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+	l.done()
+	// The new process sent exactly the saved conversation, continued by the
+	// approved call's result.
+	r2, r3 := l.request(2), l.request(3)
+	sent := slices.Concat(r2.Messages(), []any{msg(t, r3, 4), msg(t, r3, 5)})
+	if jsonString(r3.Messages()) != jsonString(sent) || jsonString(r3.Body["tools"]) != jsonString(r2.Body["tools"]) {
+		t.Errorf("request 3 does not continue request 2:\n%s\n%s", jsonString(r2.Messages()), jsonString(r3.Messages()))
+	}
+	if m := msg(t, r3, 4); !strings.Contains(jsonString(m["tool_calls"]), `"id":"call_b"`) {
+		t.Errorf("message 4 = %v", m)
+	}
+	if c := h.calls(r.ID, "triage"); len(c) != 2 {
+		t.Errorf("%d handler calls, want 2 (each once)", len(c))
+	}
+}
+
+func TestAgentLoopCrashAfterCallDoesNotRunItAgain(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool {
+		// The worker dies saving the model's second answer, after the first
+		// call's result was saved.
+		return hasEvent(c, "model.responded", `"turn":2`)
+	}}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	l.then(
+		calls(1, 1, tcall{"c1", "listOrders", `{"user":"once"}`}),
+		answer("lost with the worker", 1, 1),
+		answer("done", 1, 1),
+	)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "triage", Input: json.RawMessage(`{"request":"x"}`), EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashRun(t, h, r.ID)
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	l.done()
+	if c := h.calls(r.ID, "triage"); len(c) != 1 {
+		t.Errorf("the completed call ran %d times, want once", len(c))
+	}
+	// The model was asked the second turn again with the same conversation.
+	if jsonString(l.request(2).Messages()) != jsonString(l.request(3).Messages()) {
+		t.Error("the retried turn saw another conversation")
+	}
+	if string(r.Output) != `"done"` {
+		t.Errorf("output = %s", r.Output)
+	}
+}
+
+func TestAgentLoopCrashMidCallReRunsWithSameKey(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool {
+		// The worker dies saving the call's result: the handler ran.
+		return hasEvent(c, "tool.completed", `"callId":"t1.1"`)
+	}}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	l.then(calls(1, 1, tcall{"c1", "listOrders", `{"user":"twice"}`}), answer("done", 1, 1))
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "triage", Input: json.RawMessage(`{"request":"x"}`), EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashRun(t, h, r.ID)
+	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+	l.done()
+	c := h.calls(r.ID, "triage")
+	if len(c) != 2 || c[0].Key != c[1].Key || c[0].Key != engine.IdempotencyKey(h.project, r.ID, 0, "t1.1") {
+		t.Errorf("calls = %+v, want two with the same key", c)
+	}
+	if l.count() != 2 {
+		t.Errorf("%d model requests, want 2: the saved turn is not asked again", l.count())
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"stead/approvals"
+	"stead/runtime/agent"
 	"stead/store"
 )
 
@@ -28,7 +29,9 @@ func (e *EditError) Unwrap() error { return e.Err }
 
 // Decide approves or denies a pending approval. Approve queues the run to
 // resume with exactly the approved input and dispatches it; deny fails the
-// run with approval-denied. Errors: store.ErrNotFound (missing or another
+// run with approval-denied — unless the call was proposed by an agent step
+// with onDecline "tell-model": then the run is queued and resumes by telling
+// the model the call was declined (with the note). Errors: store.ErrNotFound (missing or another
 // project's), ErrForbidden (customers never decide), approvals.ErrNotPending
 // (with the approval as it stands), approvals.ErrExpired (with the approval;
 // the run is failed approval-expired on the spot), *EditError.
@@ -70,6 +73,13 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		params.RunStatus = store.RunQueued
 		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
 		params.Events = []store.Event{event("approval.approved", now, a.StepID, data)}
+	} else if tell, err := e.tellsModel(ctx, a); err != nil {
+		return a, err
+	} else if tell {
+		data["onDecline"] = string(agent.DeclineTellModel)
+		params.RunStatus = store.RunQueued
+		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
+		params.Events = []store.Event{event("approval.denied", now, a.StepID, data)}
 	} else {
 		msg := fmt.Sprintf("%s was denied by %s", a.Tool, actor.ID)
 		if p.Note != "" {
@@ -95,7 +105,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		return decided, err
 	}
 	e.watch.notify(run.ID)
-	if decided.Status == approvals.Approved {
+	if run.Status == store.RunQueued {
 		// A lost dispatch is recovered by the sweeper after DispatchGrace.
 		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
 	}
@@ -139,26 +149,60 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// expire settles a due approval as expired and fails its run.
+// expire settles a due approval as expired and fails its run — or, for a
+// call proposed by an agent step with onDecline "tell-model", queues the run
+// to tell the model the approval expired.
 func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, error) {
 	now := e.now()
+	tell, err := e.tellsModel(ctx, a)
+	if err != nil {
+		return store.Run{}, err
+	}
 	msg := fmt.Sprintf("approval %s for %s expired at %s without a decision", a.ID, a.Tool, a.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z"))
-	_, run, err := e.store.DecideApproval(ctx, store.DecideParams{
+	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "expiresAt": a.ExpiresAt}
+	params := store.DecideParams{
 		Decision: approvals.Decision{
 			ProjectID: a.ProjectID, ApprovalID: a.ID, Status: approvals.Expired, By: "stead", At: now,
 		},
 		RunStatus: store.RunFailed,
 		RunError:  &store.RunError{Code: CodeApprovalExpired, Message: msg, Step: a.StepID},
 		Events: []store.Event{
-			event("approval.expired", now, a.StepID, map[string]any{"approvalId": a.ID, "tool": a.Tool, "expiresAt": a.ExpiresAt}),
+			event("approval.expired", now, a.StepID, data),
 			event("run.failed", now, "", map[string]any{"code": CodeApprovalExpired, "message": msg, "step": a.StepID}),
 		},
-	})
+	}
+	if tell {
+		data["onDecline"] = string(agent.DeclineTellModel)
+		params.RunStatus, params.RunError = store.RunQueued, nil
+		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
+		params.Events = []store.Event{event("approval.expired", now, a.StepID, data)}
+	}
+	_, run, err := e.store.DecideApproval(ctx, params)
 	if err != nil {
 		return run, err
 	}
 	e.watch.notify(run.ID)
+	if run.Status == store.RunQueued {
+		// A lost dispatch is recovered by the sweeper after DispatchGrace.
+		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
+	}
 	return run, nil
+}
+
+// tellsModel reports whether a refusal of the approval's call goes back to
+// the model: the call was proposed by an agent step with onDecline
+// "tell-model" (in the deployment the run is pinned to).
+func (e *Engine) tellsModel(ctx context.Context, a approvals.Approval) (bool, error) {
+	cfg, err := e.deployments.config(ctx, a.ProjectID, a.Deployment)
+	if err != nil {
+		return false, fmt.Errorf("approval %s: %w", a.ID, err)
+	}
+	ag, ok := cfg.Agent(a.Agent)
+	if !ok || a.StepIndex < 0 || a.StepIndex >= len(ag.Steps) {
+		return false, nil
+	}
+	s := ag.Steps[a.StepIndex]
+	return s.Kind == agent.AgentStep && s.Loop != nil && s.Loop.OnDecline == agent.DeclineTellModel, nil
 }
 
 // SweepResult says what a sweep did.

@@ -69,6 +69,8 @@ type deployment struct {
 	store.Deployment
 	config *agent.Config
 	bundle *bundle.Bundle
+	// models holds the deployment's opened model providers.
+	models *modelCache
 }
 
 type deploymentKey struct {
@@ -101,11 +103,11 @@ func (c *deploymentCache) get(ctx context.Context, projectID string, version int
 		if err != nil {
 			return nil, fmt.Errorf("parse config of deployment %d: %w", version, err)
 		}
-		d = &deployment{Deployment: rec, config: cfg}
+		d = &deployment{Deployment: rec, config: cfg, models: &modelCache{}}
 		c.configs.Add(k, d)
 	}
 	if b, ok := c.e.cfg.Compiler.Get(d.Digest); ok {
-		return &deployment{Deployment: d.Deployment, config: d.config, bundle: b}, nil
+		return &deployment{Deployment: d.Deployment, config: d.config, bundle: b, models: d.models}, nil
 	}
 	src, err := c.e.cfg.Blobs.Get(ctx, d.Digest)
 	if err != nil {
@@ -118,7 +120,19 @@ func (c *deploymentCache) get(ctx context.Context, projectID string, version int
 	if b.Digest != d.Digest {
 		return nil, fmt.Errorf("bundle %s: stored bytes have digest %s", d.Digest, b.Digest)
 	}
-	return &deployment{Deployment: d.Deployment, config: d.config, bundle: b}, nil
+	return &deployment{Deployment: d.Deployment, config: d.config, bundle: b, models: d.models}, nil
+}
+
+// config returns a deployment's parsed config without loading its bundle.
+func (c *deploymentCache) config(ctx context.Context, projectID string, version int) (*agent.Config, error) {
+	if d, ok := c.configs.Get(deploymentKey{projectID, version}); ok {
+		return d.config, nil
+	}
+	d, err := c.get(ctx, projectID, version)
+	if err != nil {
+		return nil, err
+	}
+	return d.config, nil
 }
 
 // latest returns the project's newest deployment.

@@ -13,6 +13,56 @@
 //     a crash is re-run with the same idempotency key (at-least-once).
 //   - Trust only goes down.
 //   - Every write that moves a run is conditional on its version or lease.
+//
+// # Steps
+//
+// A tool step calls one tool through the gate. A model step asks a model
+// once (stead/runtime/model, with retries, backoff and the model's
+// deadline); its answer, text or schema-validated JSON, is its output. An
+// agent step lets a model propose tool calls: each proposed call goes
+// through the same gate as a tool step's — unknown tools and invalid
+// arguments are told to the model, then the policy decides, an ask pauses
+// the run with an approval for that exact call (CallID "t<turn>.<n>") — and
+// its result goes back to the model, bounded in size and, for external
+// output, marked as untrusted data. The conversation is kept in
+// Run.StepState (see loopState), written after every model answer and every
+// settled call, so a paused or crashed run resumes the same conversation
+// and a completed call never runs again. With onDecline "tell-model", Decide
+// and the sweeper queue the run instead of failing it, and the model is told
+// the call was declined or expired.
+//
+// # Costs
+//
+// Model usage is recorded by the engine as the cost of its step (tokens as
+// the provider reported them; costUsd as the provider or gateway reported
+// it, else from the model's prices); a handler's recordCost is recorded as
+// the cost of its call. Each lands in the run's costs once, in the same
+// conditional write as the progress it belongs to, with a cost.recorded
+// event whose "source" is "model" or "handler". An agent step's cost is the
+// sum of its model answers and its handlers' costs.
+//
+// # Trace events
+//
+// Besides run.*, step.started, step.completed, step.failed,
+// approval.*, cost.recorded, trust.lowered and log, model and agent steps
+// write:
+//
+//   - model.retried: a retryable model failure and the wait before the next
+//     attempt (model, attempt, status, waitMs, error, turn).
+//   - model.responded: one answer of an agent step's model (turn, content,
+//     toolCalls with their callId, usage, costs, stopReason, attempts).
+//   - tool.called / tool.completed: one call the model proposed, run (callId,
+//     tool, input, idempotencyKey, policy; output in full, costs,
+//     truncated and resultBytes for what the model was sent, untrusted).
+//   - tool.failed: the handler threw, timed out or returned what its schema
+//     refuses; the model is told the error.
+//   - tool.rejected: an unknown tool, invalid arguments (reason
+//     "unknown-tool", "invalid-arguments") or, with onDecline "tell-model",
+//     a policy denial ("policy-denied"); the model is told the message.
+//   - tool.declined: a denied or expired approval told to the model.
+//
+// Step-level events of model and agent steps carry "kind": "model" or
+// "agent".
 package engine
 
 import (
@@ -87,6 +137,10 @@ type Config struct {
 	// MaxOutputInline bounds a step output kept in the store; larger outputs
 	// fail the step. 256 KiB when zero (the handler result limit).
 	MaxOutputInline int
+	// Models configures how model and agent steps reach model providers
+	// (HTTP client, API key lookup, retry sleeps); the zero value uses the
+	// real ones.
+	Models ModelOptions
 }
 
 func (c *Config) validate() error {
@@ -123,6 +177,7 @@ func (c *Config) validate() error {
 	if c.MaxOutputInline <= 0 {
 		c.MaxOutputInline = 256 << 10
 	}
+	c.Models.defaults()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -57,7 +58,7 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	if !ok {
 		return fmt.Errorf("execute %s: agent %q is not in deployment %d", runID, r.Agent, r.Deployment)
 	}
-	lease := e.lease(ag)
+	lease := e.lease(d.config, ag)
 	r, err = e.store.ClaimRun(ctx, store.ClaimParams{
 		RunID: runID, Owner: e.cfg.WorkerID + "/" + e.newID("lease"), Until: now.Add(lease), Now: now,
 	})
@@ -92,13 +93,20 @@ func claimable(r store.Run, now time.Time) bool {
 	return r.Status == store.RunQueued || (r.Status == store.RunRunning && r.LeaseUntil.Before(now))
 }
 
-// lease is how long a claim holds a run: the agent's longest tool timeout
-// plus a margin, renewed with every write.
-func (e *Engine) lease(ag *agent.Agent) time.Duration {
+// lease is how long a claim holds a run: the longest piece of work between
+// two writes — the agent's longest tool timeout or the longest timeoutMs of
+// the models its steps use (an agent step writes after every model answer
+// and every tool call) — plus a margin, renewed with every write.
+func (e *Engine) lease(cfg *agent.Config, ag *agent.Agent) time.Duration {
 	longest := time.Duration(0)
 	for _, name := range ag.ToolNames() {
 		if t, _ := ag.Tool(name); t.Timeout > longest {
 			longest = t.Timeout
+		}
+	}
+	for _, s := range ag.Steps {
+		if m, ok := cfg.Model(s.Model); ok && m.Timeout > longest {
+			longest = m.Timeout
 		}
 	}
 	return longest + e.cfg.LeaseMargin
@@ -116,6 +124,9 @@ type execution struct {
 	pending []store.Event
 	// token is the run's broker token, registered for redaction.
 	token string
+	// secrets are the API keys of the models this execution opened; every
+	// record the commit writes is redacted of them.
+	secrets secretSet
 }
 
 func (x *execution) emit(typ, step string, data map[string]any) {
@@ -184,13 +195,22 @@ type stepOutput struct {
 // after recording an approval, errStop, or another error after recording the
 // run as failed (then wrapped in errStop).
 func (x *execution) step(ctx context.Context, s *agent.Step) (stepOutput, error) {
-	input, err := s.ResolveInput(agent.Scope{
-		Input: mustDecode(x.run.Input), Outputs: x.outputs, RunID: x.run.ID, EndUserID: x.run.EndUserID,
-	})
+	switch s.Kind {
+	case agent.ModelStep:
+		return x.modelStep(ctx, s)
+	case agent.AgentStep:
+		return x.agentStep(ctx, s)
+	}
+	input, err := s.ResolveInput(x.scope())
 	if err != nil {
 		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
 	}
 	return x.callTool(ctx, s, s.ID, s.Tool, input)
+}
+
+// scope is what the step's expressions and templates resolve against.
+func (x *execution) scope() agent.Scope {
+	return agent.Scope{Input: mustDecode(x.run.Input), Outputs: x.outputs, RunID: x.run.ID, EndUserID: x.run.EndUserID}
 }
 
 func mustDecode(raw json.RawMessage) any {
@@ -247,14 +267,50 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 	if err != nil {
 		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
 	}
-	x.emit("step.started", s.ID, map[string]any{
-		"tool": tool.Name, "input": json.RawMessage(inputJSON), "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy,
-	})
+	hc, err := x.invoke(ctx, s, callID, tool, inputJSON, key, traceNames{started: "step.started", completed: "step.completed"},
+		map[string]any{"policy": policy})
+	if err != nil {
+		return stepOutput{}, err
+	}
+	if hc.code != "" {
+		return stepOutput{}, x.fail(ctx, s.ID, hc.code, hc.msg)
+	}
+	return stepOutput{output: hc.raw, value: hc.value, costs: hc.costs, key: key}, nil
+}
+
+// handlerCall is what one handler call produced. A failed call (the handler
+// threw, timed out, or returned what its schema refuses) has code and msg
+// set; its logs, costs and untrusted marks are recorded all the same.
+type handlerCall struct {
+	raw   json.RawMessage
+	value any
+	costs store.Costs
+	// untrusted: the output comes from an external tool or the handler
+	// marked the run untrusted.
+	untrusted bool
+	took      time.Duration
+	code, msg string
+}
+
+// traceNames are the event types that open and close a handler call in the
+// trace: step.started/step.completed for a tool step,
+// tool.called for a call an agent step's model proposed (whose caller
+// emits tool.completed itself, with what the model was sent).
+type traceNames struct{ started, completed string }
+
+// invoke runs one handler call whose policy decision is already made, and
+// records it. It returns errStop when ctx ended (the run is left to whoever
+// holds it next); a failed handler is a handlerCall with a code.
+func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, inputJSON json.RawMessage, key string, names traceNames, extra map[string]any) (handlerCall, error) {
+	startData := map[string]any{"tool": tool.Name, "input": inputJSON, "idempotencyKey": key, "attempt": x.run.Attempts}
+	maps.Copy(startData, extra)
+	x.emit(names.started, s.ID, startData)
 
 	callCtx, cancel := context.WithTimeout(ctx, tool.Timeout)
 	defer cancel()
 	started := x.e.now()
 	res, err := x.e.cfg.Invoker.Invoke(callCtx, x.dep.bundle, jsvm.Invocation{
+		Tenant:         x.run.ProjectID,
 		Export:         tool.Name,
 		Input:          inputJSON,
 		RunID:          x.run.ID,
@@ -264,46 +320,53 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		IdempotencyKey: key,
 		Broker:         &storeBroker{store: x.e.store, scope: store.BrokerScope{ProjectID: x.run.ProjectID, EndUserID: x.run.EndUserID}, now: x.e.now},
 		BrokerToken:    x.token,
+		Secrets:        x.secrets.list(),
 	})
 	if ctx.Err() != nil {
 		// Cancelled, or the worker is shutting down: leave the run to whoever
 		// holds it next.
-		return stepOutput{}, errStop
+		return handlerCall{}, errStop
 	}
-	costs := x.record(s.ID, res)
+	hc := handlerCall{costs: x.record(s.ID, res, tool.Name, extra["callId"]), took: x.e.now().Sub(started)}
+	hc.untrusted = tool.Source == agent.SourceExternal || len(res.Untrusted) > 0
 	if err != nil {
-		code, msg := CodeHandlerError, fmt.Sprintf("%s failed: %v", tool.Name, err)
+		hc.code, hc.msg = CodeHandlerError, fmt.Sprintf("%s failed: %v", tool.Name, err)
 		var je *jsvm.Error
 		if errors.As(err, &je) {
 			switch je.Code {
 			case jsvm.CodeTimeout:
-				code, msg = CodeTimeout, fmt.Sprintf("%s timed out after %s", tool.Name, tool.Timeout)
+				hc.code, hc.msg = CodeTimeout, fmt.Sprintf("%s timed out after %s", tool.Name, tool.Timeout)
 			case jsvm.CodeNotSerializable, jsvm.CodeResultTooLarge:
-				code = CodeInvalidOutput
+				hc.code = CodeInvalidOutput
 			}
 		}
-		return stepOutput{}, x.fail(ctx, s.ID, code, msg)
+		return hc, nil
 	}
 	out, err := decode(res.Output)
 	if err != nil {
-		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidOutput, fmt.Sprintf("%s returned invalid JSON: %v", tool.Name, err))
+		hc.code, hc.msg = CodeInvalidOutput, fmt.Sprintf("%s returned invalid JSON: %v", tool.Name, err)
+		return hc, nil
 	}
 	if err := tool.ValidateOutput(out); err != nil {
-		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidOutput, err.Error())
+		hc.code, hc.msg = CodeInvalidOutput, err.Error()
+		return hc, nil
 	}
 	if tool.Source == agent.SourceExternal {
 		x.lowerTrust("tool:"+tool.Name, s.ID)
 	}
-	x.emit("step.completed", s.ID, map[string]any{
-		"tool": tool.Name, "output": res.Output, "costs": costs, "durationMs": x.e.now().Sub(started).Milliseconds(),
-		"idempotencyKey": key,
-	})
-	return stepOutput{output: res.Output, value: out, costs: costs, key: key}, nil
+	if names.completed != "" {
+		x.emit(names.completed, s.ID, map[string]any{
+			"tool": tool.Name, "output": res.Output, "costs": hc.costs, "durationMs": hc.took.Milliseconds(),
+			"idempotencyKey": key,
+		})
+	}
+	hc.raw, hc.value = res.Output, out
+	return hc, nil
 }
 
 // record applies what a handler reported — logs, costs, untrusted marks —
-// whether it succeeded or not, and returns the step's costs.
-func (x *execution) record(step string, res jsvm.Result) store.Costs {
+// whether it succeeded or not, and returns the call's costs.
+func (x *execution) record(step string, res jsvm.Result, tool string, callID any) store.Costs {
 	for _, l := range res.Logs {
 		x.pending = append(x.pending, event("log", l.At, step, map[string]any{"level": l.Level, "message": l.Message}))
 	}
@@ -313,7 +376,11 @@ func (x *execution) record(step string, res jsvm.Result) store.Costs {
 	costs := store.Costs{TokensInput: res.Cost.TokensInput, TokensOutput: res.Cost.TokensOutput, CostUSD: res.Cost.CostUSD}
 	if !costs.IsZero() {
 		x.run.Costs = x.run.Costs.Add(costs)
-		x.emit("cost.recorded", step, map[string]any{"costs": costs, "runCosts": x.run.Costs})
+		data := map[string]any{"source": "handler", "tool": tool, "costs": costs, "runCosts": x.run.Costs}
+		if callID != nil {
+			data["callId"] = callID
+		}
+		x.emit("cost.recorded", step, data)
 	}
 	for _, origin := range res.Untrusted {
 		x.lowerTrust(origin, step)
@@ -384,10 +451,14 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		RequestedAt: now,
 		ExpiresAt:   now.Add(tool.ApprovalTimeout),
 	}
-	x.emit("approval.requested", s.ID, map[string]any{
+	data := map[string]any{
 		"approvalId": a.ID, "tool": tool.Name, "input": json.RawMessage(raw), "reason": reason,
 		"expiresAt": a.ExpiresAt, "idempotencyKey": IdempotencyKey(x.run.ProjectID, x.run.ID, s.Index, callID),
-	})
+	}
+	if s.Kind == agent.AgentStep {
+		data["callId"] = callID
+	}
+	x.emit("approval.requested", s.ID, data)
 	next := x.run
 	next.Status = store.RunAwaitingApproval
 	next.ApprovalID = a.ID
@@ -447,6 +518,7 @@ func (x *execution) fail(ctx context.Context, step, code, msg string) error {
 func (x *execution) commit(ctx context.Context, next store.Run, step *store.Step, a *approvals.Approval) error {
 	now := x.e.now()
 	next.UpdatedAt = now
+	x.secrets.redactCommit(&next, step, a, x.pending)
 	if next.Status == store.RunRunning {
 		next.LeaseUntil = now.Add(x.lease)
 	}

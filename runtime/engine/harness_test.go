@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,11 @@ export async function spend(input, context) {
   context.recordCost({ tokensInput: 100, tokensOutput: 20, costUsd: 0.5 });
   console.log("spent", context.broker.token);
   return { ok: true };
+}
+
+export async function bigResult(input, context) {
+  await record(input, context);
+  return { text: "x".repeat(input.size ?? 5000) + "END" };
 }
 
 export async function boom(input, context) {
@@ -191,9 +197,16 @@ func (q *queue) take() []string {
 }
 
 type harness struct {
-	t       *testing.T
-	ctx     context.Context
-	eng     *engine.Engine
+	t   *testing.T
+	ctx context.Context
+	eng *engine.Engine
+	// cfg builds eng; restart builds another engine from it, as a new
+	// process over the same store would be.
+	cfg engine.Config
+	// env is what the engine's LookupEnv sees (model API keys); sleeps
+	// records the retry waits the engine asked for (it never really sleeps).
+	env     map[string]string
+	sleeps  *sleeps
 	store   store.Store
 	clock   *clock
 	queue   *queue
@@ -208,6 +221,31 @@ type harness struct {
 
 type options struct {
 	wrap func(store.Store) store.Store
+	// maxToolResult sets engine.ModelOptions.MaxToolResult;
+	// maxOutputInline sets engine.Config.MaxOutputInline.
+	maxToolResult, maxOutputInline int
+}
+
+// sleeps is the engine's injected retry sleep: it records each wait and
+// returns at once, moving the test clock forward by the wait.
+type sleeps struct {
+	mu    sync.Mutex
+	clock *clock
+	waits []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.waits = append(s.waits, d)
+	s.mu.Unlock()
+	s.clock.Advance(d)
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.waits)
 }
 
 func setup(t *testing.T, opts ...func(*options)) *harness {
@@ -234,15 +272,28 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	t.Cleanup(rt.Close)
 	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	q := &queue{}
-	eng, err := engine.New(engine.Config{
-		Store:    st,
-		Blobs:    blobs,
-		Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker:  rt,
-		Dispatch: q,
-		Now:      clk.Now,
-		WorkerID: "test",
-	})
+	env := map[string]string{}
+	sl := &sleeps{clock: clk}
+	cfg := engine.Config{
+		Store:           st,
+		Blobs:           blobs,
+		Compiler:        bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
+		Invoker:         rt,
+		Dispatch:        q,
+		Now:             clk.Now,
+		WorkerID:        "test",
+		MaxOutputInline: o.maxOutputInline,
+		Models: engine.ModelOptions{
+			LookupEnv: func(k string) (string, bool) {
+				v, ok := env[k]
+				return v, ok
+			},
+			Sleep:         sl.sleep,
+			Jitter:        func() float64 { return 0.5 },
+			MaxToolResult: o.maxToolResult,
+		},
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +304,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		}
 	}
 	h := &harness{
-		t: t, ctx: ctx, eng: eng, store: st, clock: clk, queue: q, project: "prj_a",
+		t: t, ctx: ctx, eng: eng, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
 		owner:    approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleOwner, ID: "key_owner"},
 		dev:      approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper, ID: "key_dev"},
 		customer: approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleCustomer, ID: "customer:alice", EndUserID: "alice"},
@@ -270,6 +321,21 @@ func (h *harness) deploy(actor approvals.Actor, src, cfg string) store.Deploymen
 		h.t.Fatalf("deploy: %v", err)
 	}
 	return d
+}
+
+// restart replaces the engine with a new one over the same store, blobs and
+// handler runtime, as a new process after a crash would be: nothing in memory
+// survives.
+func (h *harness) restart() {
+	h.t.Helper()
+	cfg := h.cfg
+	cfg.Compiler = bundle.NewCompiler(bundle.Options{Setup: h.cfg.Invoker.(*jsvm.Runtime).Setup})
+	cfg.WorkerID = "test-2"
+	eng, err := engine.New(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.eng = eng
 }
 
 // drain executes every dispatched run, and the runs those executions

@@ -1,0 +1,128 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"stead/runtime/model"
+	"stead/runtime/model/openai"
+)
+
+// server answers every request with status, headers and body, and keeps the
+// last request body.
+func server(t *testing.T, status int, header map[string]string, body string) (*openai.Client, *[]byte) {
+	t.Helper()
+	var got []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-secret-key-123" {
+			t.Errorf("request %s with %q", r.URL.Path, r.Header.Get("Authorization"))
+		}
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := openai.New(openai.Options{BaseURL: srv.URL + "/v1/", Model: "m", APIKey: "sk-secret-key-123",
+		Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &got
+}
+
+func TestWireFormat(t *testing.T) {
+	t.Parallel()
+	c, got := server(t, 200, map[string]string{"x-litellm-response-cost": "0.25"}, `{"choices":[{"message":{"content":null,
+	  "tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{\"q\":1}"}}]},"finish_reason":"tool_calls"}],
+	  "usage":{"prompt_tokens":11,"completion_tokens":4}}`)
+	temp := 0.0
+	resp, err := c.Complete(context.Background(), model.Request{
+		System: "sys",
+		Messages: []model.Message{
+			{Role: model.User, Content: "hi"},
+			{Role: model.Assistant, ToolCalls: []model.ToolCall{{ID: "call_0", Name: "lookup", Arguments: `{"q":0}`}}},
+			{Role: model.ToolRole, ToolCallID: "call_0", ToolName: "lookup", Content: "result", IsError: true},
+		},
+		Tools:        []model.Tool{{Name: "lookup", Description: "Look up.", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		OutputSchema: json.RawMessage(`{"type":"object"}`), OutputName: "answer",
+		MaxTokens: 50, Temperature: &temp,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"m","messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"lookup","arguments":"{\"q\":0}"}}]},` +
+		`{"role":"tool","content":"result","tool_call_id":"call_0"}],` +
+		`"tools":[{"type":"function","function":{"name":"lookup","description":"Look up.","parameters":{"type":"object"}}}],` +
+		`"response_format":{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object"},"strict":false}},` +
+		`"max_tokens":50,"temperature":0}`
+	if string(*got) != want {
+		t.Errorf("request\n got %s\nwant %s", *got, want)
+	}
+	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0] != (model.ToolCall{ID: "call_1", Name: "lookup", Arguments: `{"q":1}`}) ||
+		resp.StopReason != "tool_calls" || resp.Usage.InputTokens != 11 || resp.Usage.OutputTokens != 4 ||
+		resp.Usage.CostUSD == nil || *resp.Usage.CostUSD != 0.25 {
+		t.Errorf("response = %+v", resp)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		status    int
+		header    map[string]string
+		body      string
+		retryable bool
+		after     time.Duration
+		contains  string
+	}{
+		{"rate limit with date", 429, map[string]string{"Retry-After": "Thu, 01 Jan 2026 00:00:09 GMT"},
+			`{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, true, 9 * time.Second, "HTTP 429 rate_limit_exceeded: slow down"},
+		{"server error, text body", 502, nil, `<html>bad gateway</html>`, true, 0, "HTTP 502: <html>bad gateway</html>"},
+		{"refusal echoing the key", 401, nil, `{"error":{"message":"bad key sk-secret-key-123"}}`, false, 0, "HTTP 401: bad key [REDACTED]"},
+		{"string error", 400, nil, `{"error":"model not found"}`, false, 0, "HTTP 400: model not found"},
+		{"error inside a 200", 200, nil, `{"error":{"message":"upstream overloaded","code":503}}`, true, 0, "HTTP 503: upstream overloaded"},
+		{"not JSON", 200, nil, `hello`, false, 0, "not chat-completions JSON"},
+		{"no choices", 200, nil, `{"choices":[]}`, false, 0, "no choices"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := server(t, tc.status, tc.header, tc.body)
+			_, err := c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}})
+			var pe *model.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v (%T)", err, err)
+			}
+			if pe.Retryable != tc.retryable || pe.RetryAfter != tc.after || !strings.Contains(err.Error(), tc.contains) {
+				t.Errorf("err = %q retryable=%v after=%v", err, pe.Retryable, pe.RetryAfter)
+			}
+			if strings.Contains(err.Error(), "sk-secret-key-123") {
+				t.Error("the key leaked into the error")
+			}
+		})
+	}
+}
+
+func TestConnectionRefusedIsRetryable(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	c, _ := openai.New(openai.Options{BaseURL: url, Model: "m"})
+	_, err := c.Complete(context.Background(), model.Request{})
+	if !model.IsRetryable(err) {
+		t.Errorf("err = %v, want retryable", err)
+	}
+}
