@@ -1,0 +1,187 @@
+package dynamostore_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/runtime/jsvm"
+	"stead/store"
+	"stead/store/dynamostore"
+	"stead/store/fsblob"
+)
+
+// benchHandlers return about 1 KB each. "json" outputs are a realistic
+// order (repeated keys: deflate shrinks them about 3x); "random" outputs
+// carry a kilobyte of random base-36 text that hardly compresses.
+const benchHandlers = `
+function filler(kind) {
+  if (kind !== "random") return "";
+  let s = "";
+  while (s.length < 700) s += Math.random().toString(36).slice(2);
+  return s.slice(0, 700);
+}
+function order(id, kind) {
+  const items = [];
+  const n = kind === "random" ? 2 : 8;
+  for (let i = 0; i < n; i++) {
+    items.push({ sku: "SKU-" + (1000 + i * 37), name: "Item number " + i + " of the order", qty: 1 + (i % 3), unitPrice: 9.99 + i, currency: "EUR" });
+  }
+  return { id, status: "delivered", customer: { id: "c-42", name: "Ada Lovelace", email: "ada@example.com", tier: "standard" },
+    items, shipping: { carrier: "DHL", tracking: "JD0146000012345678", address: "1 Analytical Engine Way, London" }, note: filler(kind) };
+}
+export async function lookup(input) { return order(input.id, input.kind); }
+export async function enrich(input) { return { ...input.order, tier: "gold", score: 0.93 }; }
+export async function apply(input) {
+  const o = input.order;
+  return { applied: true, order: o.id, refund: { amount: 42.5, currency: "EUR", lines: o.items.map((it) => ({ sku: it.sku, qty: it.qty })) },
+    receipt: "RF-" + o.id + "-0001", note: o.note };
+}
+`
+
+const benchConfig = `{
+  "agents": {
+    "gated3": {
+      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" }, "apply": { "effect": "write", "requiresApproval": true } },
+      "steps": [
+        { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id", "kind": "$input.kind" } },
+        { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
+        { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
+      ]
+    }
+  }
+}`
+
+type nopDispatch struct{}
+
+func (nopDispatch) Dispatch(context.Context, string) error { return nil }
+
+// Prices (us-east-1, on-demand, Nov 2024 onwards).
+const (
+	usdPerMWU         = 0.625
+	usdPerMRU         = 0.125
+	usdPerMLambdaReq  = 0.20
+	usdPerLambdaGBs   = 0.0000166667
+	lambdaGB          = 0.25
+	usdPerSFNTransit  = 0.025 / 1000
+	lambdaInvocations = 4 // API start, runner, API approve, runner
+)
+
+// sfnTransitions is what AWS Step Functions Standard bills for the same run.
+// The workflow: Lookup (Task) → Enrich (Task) → RequestApproval (Task,
+// lambda:invoke.waitForTaskToken, TimeoutSeconds = the approval timeout; the
+// approve API calls SendTaskSuccess, deny SendTaskFailure, caught into a
+// Fail state) → Apply (Task) → Done (Succeed). Every state entered is one
+// transition: 5. This is the least a faithful workflow needs — a Choice
+// state for edited inputs or policy outcomes adds one each — and it leaves
+// out the Lambda invocations Step Functions would still make for the three
+// tools and the approval request, so the comparison favours Step Functions.
+const sfnTransitions = 5
+
+// BenchmarkGatedRunCost runs 3-step gated runs (two read steps, one gated
+// write step, ~1 KB outputs; create → execute → pause → approve → execute
+// → succeeded) through the real engine on dynamostore against moto_server,
+// and reports what a run costs on DynamoDB as counted by a meter on the
+// store's client (see meter): requests, write units and read units per run,
+// and dollars per million runs for DynamoDB on-demand, Lambda (4 invocations
+// at 256 MB, billed for the in-process time measured here against moto —
+// AWS's own latency would add a few ms per request) and Step Functions
+// Standard for the same workflow.
+func BenchmarkGatedRunCost(b *testing.B) {
+	for _, kind := range []string{"json", "random"} {
+		b.Run("output="+kind, func(b *testing.B) { benchGatedRun(b, kind) })
+	}
+}
+
+func benchGatedRun(b *testing.B, kind string) {
+	srv := aws.Get(b)
+	ctx := context.Background()
+	raw := srv.DynamoDB()
+	plain := fresh(b, dynamostore.Options{})
+	m := newMeter(raw, plain.Table())
+	metered, err := dynamostore.New(srv.DynamoDB(m.Option), dynamostore.Options{Table: plain.Table()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	blobs, err := fsblob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := jsvm.New(jsvm.Options{})
+	b.Cleanup(rt.Close)
+	eng, err := engine.New(engine.Config{
+		Store: metered, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
+		Invoker: rt, Dispatch: nopDispatch{},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := plain.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("k"), CreatedAt: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}
+	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(benchHandlers), Config: []byte(benchConfig)}); err != nil {
+		b.Fatal(err)
+	}
+	input := json.RawMessage(`{"id":"o-1","kind":"` + kind + `"}`)
+	run := func() time.Duration {
+		var busy time.Duration
+		phase := func(fn func() error) {
+			o, t := m.Overhead(), time.Now()
+			if err := fn(); err != nil {
+				b.Fatal(err)
+			}
+			busy += time.Since(t) - (m.Overhead() - o)
+		}
+		var r store.Run
+		phase(func() (err error) {
+			r, _, err = eng.StartRun(ctx, actor, engine.StartParams{Agent: "gated3", Input: input, EndUserID: "u1"})
+			return err
+		})
+		phase(func() error { return eng.Execute(ctx, r.ID) })
+		paused, err := plain.GetRun(ctx, r.ID) // the person's view: not part of the run's cost
+		if err != nil || paused.Status != store.RunAwaitingApproval {
+			b.Fatalf("run %s is %s, want awaiting-approval (%v)", r.ID, paused.Status, err)
+		}
+		phase(func() error {
+			_, err := eng.Decide(ctx, actor, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true})
+			return err
+		})
+		phase(func() error { return eng.Execute(ctx, r.ID) })
+		done, err := plain.GetRun(ctx, r.ID)
+		if err != nil || done.Status != store.RunSucceeded {
+			b.Fatalf("run %s is %s, want succeeded (%v, %v)", r.ID, done.Status, done.Error, err)
+		}
+		return busy
+	}
+	run() // warm the engine's caches (deployment, compiled bundle, signing key)
+	m.Reset()
+	var busy time.Duration
+	n := 0
+	for b.Loop() {
+		busy += run()
+		n++
+	}
+	requests, wu, ru := m.Totals()
+	perRun := func(x float64) float64 { return x / float64(n) }
+	lambdaSec := busy.Seconds() / float64(n)
+	dynamo := perRun(wu)*usdPerMWU + perRun(ru)*usdPerMRU
+	lambda := lambdaInvocations*usdPerMLambdaReq + lambdaSec*lambdaGB*usdPerLambdaGBs*1e6
+	sfn := sfnTransitions * usdPerSFNTransit * 1e6
+	b.ReportMetric(perRun(float64(requests)), "req/run")
+	b.ReportMetric(perRun(wu), "WU/run")
+	b.ReportMetric(perRun(ru), "RU/run")
+	b.ReportMetric(lambdaSec*1000, "lambda-ms/run")
+	b.ReportMetric(dynamo, "$dynamodb/Mruns")
+	b.ReportMetric(lambda, "$lambda/Mruns")
+	b.ReportMetric(dynamo+lambda, "$total/Mruns")
+	b.ReportMetric(sfn, "$stepfunctions/Mruns")
+	b.ReportMetric(sfn/(dynamo+lambda), "x-cheaper")
+	b.Logf("%d runs: %s", n, m.Breakdown(n))
+}

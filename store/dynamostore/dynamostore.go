@@ -1,0 +1,297 @@
+// Package dynamostore is Stead's DynamoDB backend: store.Store on one table
+// (on-demand, string keys pk and sk) with four sparse global secondary
+// indexes. It passes store/storetest, like the embedded bbolt backend whose
+// key design it mirrors.
+//
+// # Items
+//
+//	item          pk                 sk                  holds
+//	project       P#<project>        P                   Project
+//	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id
+//	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)
+//	deployment    P#<project>        D#<version>         Deployment
+//	idempotency   P#<project>        I#<key>             the run created with that key
+//	run           R#<run>            R                   Run, its event tail, its current approval
+//	commit        R#<run>            E#<firstSeq>        a batch of the run's events (+ a step record)
+//	step          R#<run>            S#<index>           a step record committed without events
+//	approval      A#<approval>       A                   Approval (the request; settled lazily)
+//	broker        B#<p>:<user>:<coll> <key>              BrokerRecord
+//
+// Indexes (all sparse, names and key attributes exported as constants):
+//
+//	byProject  g1pk R#<project> | A#<project>  g1sk <createdAt|requestedAt>#<id>   runs and approvals of a project
+//	pending    g2pk <project>                  g2sk <requestedAt>#<approval>       runs whose current approval is pending
+//	due        g3pk <shard>                    g3sk <expiresAt>#<approval>         the same, for the sweeper
+//	stall      g4pk <shard>                    g4sk <lease lower bound>#<run>      unfinished runs
+//
+// # The run item is the commit point
+//
+// Every write that moves a run is one conditional UpdateItem of its run item
+// (version, lease, or the state of its current approval); nothing else
+// decides. What goes with it:
+//
+//   - Events. A run item keeps a short tail of events (Options.TailBytes). A
+//     commit without a step or an approval whose events fit appends them to
+//     the tail in that one UpdateItem; so do a create and a decision. Any
+//     other commit reads the run, writes the tail plus its events plus its
+//     step record as one commit item keyed by the first sequence number of
+//     the batch, and then empties the tail with the conditional run update.
+//     A commit that creates an approval (and records no step) keeps its
+//     events in the approval item instead, which it writes anyway, and the
+//     tail refers to them there. A commit item is visible to readers only
+//     once the run item counts it (its first seq is at or below the run's
+//     last seq minus its tail); one left by a writer that lost is invisible
+//     and is overwritten by the next flush — the put is conditional on the
+//     item being new or written for an older version, so a committed batch
+//     is never overwritten. Readers never see half a commit, and a crash
+//     between the two writes loses nothing; it does hold its version's slot,
+//     so the next commit must come from a newer version (after a claim, as
+//     the engine does when a worker dies).
+//   - Steps. The run item maps each recorded step index to the item holding
+//     its record; "step already recorded" is a condition on that map.
+//   - Approvals. The run item holds its current approval's decisive state
+//     (id, status, deadline, decision) and the pending and due index keys.
+//     A decision is one conditional UpdateItem of the run item,
+//     pending ∧ deadline ∧ the run awaits this approval; it moves the run,
+//     appends the decision's events to the tail and drops the index keys, in
+//     one write, with no transaction. The approval item holds the request
+//     and is settled lazily: readers apply the run's decision to it, and a
+//     run settles its previous approval item before a new approval takes the
+//     run's slot.
+//   - Lost answers. Each run write tags the item with a fresh token. When
+//     the SDK retries a write whose answer was lost after DynamoDB applied
+//     it, the retry's condition fails, and the token tells the store that
+//     the write is done rather than lost to another.
+//
+// Transactions (TransactWriteItems, twice the write units) are used only
+// where two uniqueness constraints meet and no single item can hold both:
+// CreateAPIKey (key id in its project and key hash) and CreateRun with an
+// idempotency key (the key in its project and the run id).
+//
+// # Costs and limits
+//
+// Values that are not keys are stored as payloads: JSON, deflated when that
+// is smaller. A payload over Options.InlineCap goes to the blob store
+// (Options.Blobs, e.g. s3blob) and the item keeps its digest; without a blob
+// store it is refused with *TooLargeError. Throttling is retried by the SDK
+// (Options.MaxAttempts) and surfaces as ErrThrottled.
+//
+// Every payload field is capped on its own, not the item as a whole: a run
+// whose input, output, step state, decision and tail are each near the cap
+// could pass DynamoDB's 400 KB item limit, and is then refused with an error
+// that says so (never truncated); lower InlineCap if that can happen.
+//
+// A 3-step gated run through the engine (BenchmarkGatedRunCost) costs 20
+// write units with ~1 KB JSON outputs (25 when they hardly compress): 7
+// updates and 1 put of the run item, 3 commit items, 1 approval item, and 8
+// index writes (byProject 2, pending 2, due 2, stall 2). The stall index
+// keeps a lower bound of the lease that renewals do not move (see
+// ListStalledRuns), and a pause keeps the run in it, so it costs 2 writes a
+// run instead of 2 per commit.
+//
+// Global secondary indexes are eventually consistent on AWS: a list may miss
+// a run created or include an approval decided a moment ago. Everything that
+// decides reads the table itself, strongly consistent.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"stead/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Blobs keeps payloads too large for an item, by sha256 digest: the same
+// contract as the engine's bundle store (fsblob, s3blob).
+type Blobs interface {
+	// Put stores data under its sha256 digest; storing it again is not an
+	// error.
+	Put(ctx context.Context, digest string, data []byte) error
+	// Get returns the data or an error wrapping store.ErrNotFound.
+	Get(ctx context.Context, digest string) ([]byte, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultInlineCap   = 64 << 10
+	DefaultTailBytes   = 384
+	DefaultMaxAttempts = 5
+	DefaultMaxBackoff  = 2 * time.Second
+)
+
+// Options configure a Store.
+type Options struct {
+	// Table is the table's name. Required.
+	Table string
+	// Blobs receives payloads over InlineCap. Optional: without it such
+	// payloads are refused with *TooLargeError.
+	Blobs Blobs
+	// InlineCap is the largest payload kept in an item; DefaultInlineCap when
+	// zero. DynamoDB's item limit is 400 KB.
+	InlineCap int
+	// Shards is how many partitions the due and stall indexes use;
+	// DefaultShards when zero. Changing it strands entries of the old shards:
+	// choose it once per table.
+	Shards int
+	// TailBytes is how many bytes of events a run item keeps before a commit
+	// writes them out as a commit item; DefaultTailBytes when zero, negative
+	// for none. It keeps a typical run item under 1 KB (one write unit).
+	TailBytes int
+	// MaxAttempts bounds the SDK's attempts per request (throttling and
+	// transient errors are retried); DefaultMaxAttempts when zero.
+	MaxAttempts int
+	// MaxBackoff bounds the delay between attempts; DefaultMaxBackoff when
+	// zero.
+	MaxBackoff time.Duration
+}
+
+// Store is the DynamoDB backend. It is safe for concurrent use.
+type Store struct {
+	db        *dynamodb.Client
+	table     string
+	blobs     Blobs
+	inlineCap int
+	shards    int
+	tailBytes int
+	callOpts  []func(*dynamodb.Options)
+}
+
+// New returns a Store on the table o.Table through client. The client's
+// endpoint, region and credentials are the caller's; the store sets its own
+// retryer on every call (o.MaxAttempts, o.MaxBackoff).
+func New(client *dynamodb.Client, o Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("dynamostore: a DynamoDB client is required")
+	}
+	if o.Table == "" {
+		return nil, errors.New("dynamostore: Options.Table is required")
+	}
+	if o.InlineCap <= 0 {
+		o.InlineCap = DefaultInlineCap
+	}
+	if o.InlineCap > 300<<10 {
+		return nil, fmt.Errorf("dynamostore: Options.InlineCap %d is over what fits an item (300 KiB)", o.InlineCap)
+	}
+	if o.Shards <= 0 {
+		o.Shards = DefaultShards
+	}
+	switch {
+	case o.TailBytes == 0:
+		o.TailBytes = DefaultTailBytes
+	case o.TailBytes < 0:
+		o.TailBytes = 0
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	retryer := retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = o.MaxAttempts
+		so.MaxBackoff = o.MaxBackoff
+		so.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
+	})
+	return &Store{
+		db:        client,
+		table:     o.Table,
+		blobs:     o.Blobs,
+		inlineCap: o.InlineCap,
+		shards:    o.Shards,
+		tailBytes: o.TailBytes,
+		callOpts:  []func(*dynamodb.Options){func(do *dynamodb.Options) { do.Retryer = retryer }},
+	}, nil
+}
+
+// Close releases nothing: the client belongs to the caller.
+func (s *Store) Close() error { return nil }
+
+func key(pk, sk string) item {
+	return item{AttrPK: avS(pk), AttrSK: avS(sk)}
+}
+
+// getItem reads one item, strongly consistent; nil when there is none.
+func (s *Store) getItem(ctx context.Context, k item) (item, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: k, ConsistentRead: aws.Bool(true)}, s.callOpts...)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// putNew writes an item that must not exist yet: store.ErrExists if it does.
+func (s *Store) putNew(ctx context.Context, it item) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           &s.table,
+		Item:                                it,
+		ConditionExpression:                 aws.String("attribute_not_exists(" + AttrPK + ")"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, s.callOpts...)
+	return interpretError(err, exists)
+}
+
+// batchGet reads items by key, strongly consistent, in any order; missing
+// ones are left out.
+func (s *Store) batchGet(ctx context.Context, keys []item) ([]item, error) {
+	var out []item
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys[:n], ConsistentRead: aws.Bool(true)}}
+		keys = keys[n:]
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				// Unprocessed keys: DynamoDB asks us to back off.
+				if err := sleep(ctx, time.Duration(min(attempt, 6))*20*time.Millisecond); err != nil {
+					return nil, err
+				}
+			}
+			if attempt > 20 {
+				return nil, fmt.Errorf("batch get: %w: %d keys still unprocessed", ErrThrottled, len(req[s.table].Keys))
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req}, s.callOpts...)
+			if err != nil {
+				return nil, interpretError(err)
+			}
+			out = append(out, res.Responses[s.table]...)
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// clampLimit applies the page size rules of package store.
+func clampLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return store.DefaultLimit
+	case limit > store.MaxLimit:
+		return store.MaxLimit
+	}
+	return limit
+}
+
+// Table is the name of the store's table.
+func (s *Store) Table() string { return s.table }

@@ -1,0 +1,115 @@
+package dynamostore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"stead/store"
+)
+
+// Errors of this backend, besides the sentinels of packages store and
+// approvals.
+var (
+	// ErrThrottled: DynamoDB kept refusing the request for lack of capacity
+	// (or request rate) after every retry the client allows.
+	ErrThrottled = errors.New("dynamodb throttled the request")
+	// ErrNoTable: the table does not exist.
+	ErrNoTable = errors.New("dynamodb table does not exist")
+)
+
+// TooLargeError is a value too large to keep inline in an item when the store
+// has no blob store to spill it to (Options.Blobs).
+type TooLargeError struct {
+	// What names the value: "output of step 2 of run run_…".
+	What  string
+	Size  int
+	Limit int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, over the %d bytes a DynamoDB item keeps inline, and the store has no blob store to spill it to (set dynamostore.Options.Blobs)", e.What, e.Size, e.Limit)
+}
+
+// judge tells what a lost conditional write means, given the item as it was
+// when the condition failed (nil when there was none). It returns the error
+// the caller gets; nil means "no judgement": the default applies.
+type judge func(old item) error
+
+// interpretError turns what DynamoDB answered into the sentinels of packages
+// store and approvals, in one place. A failed condition carries the item as
+// it stood (ReturnValuesOnConditionCheckFailure=ALL_OLD, or a transaction's
+// cancellation reasons): no item means missing (store.ErrNotFound, unless
+// the judge says otherwise), an item means the condition lost to another
+// write, and the judge tells which sentinel that is (store.ErrConflict when
+// it has nothing to say). Transactions pass one judge per action.
+func interpretError(err error, judges ...judge) error {
+	if err == nil {
+		return nil
+	}
+	pick := func(i int) judge {
+		if i < len(judges) {
+			return judges[i]
+		}
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return judged(pick(0), ccf.Item)
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for i, r := range tce.CancellationReasons {
+			if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
+				return judged(pick(i), r.Item)
+			}
+		}
+		return fmt.Errorf("transaction cancelled: %w", err)
+	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("%w (create it with dynamostore.(*Store).CreateTable or deploy template.yaml): %w", ErrNoTable, err)
+	}
+	var attempts *retry.MaxAttemptsError
+	var api smithy.APIError
+	if errors.As(err, &api) && isThrottle(api.ErrorCode()) {
+		n := 0
+		if errors.As(err, &attempts) {
+			n = attempts.Attempt
+		}
+		return fmt.Errorf("%w (%s) after %d attempts; the table's capacity or the account's request rate is exhausted, retry later or raise the limit: %w",
+			ErrThrottled, api.ErrorCode(), n, err)
+	}
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" && strings.Contains(strings.ToLower(api.ErrorMessage()), "size") {
+		return fmt.Errorf("item over DynamoDB's 400 KB limit: %w", err)
+	}
+	return err
+}
+
+func judged(j judge, old item) error {
+	if j != nil {
+		if err := j(old); err != nil {
+			return err
+		}
+	}
+	if old == nil {
+		return store.ErrNotFound
+	}
+	return store.ErrConflict
+}
+
+func isThrottle(code string) bool {
+	switch code {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "Throttling", "TooManyRequestsException":
+		return true
+	}
+	return false
+}
+
+// exists is the judge of a create (attribute_not_exists): a failed
+// condition means the record is there.
+func exists(item) error { return store.ErrExists }

@@ -1,0 +1,278 @@
+package dynamostore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"stead/store"
+)
+
+func projectPK(id string) string { return "P#" + id }
+
+const (
+	projectSK = "P"
+	keySK     = "K"
+	// aKeyHash is the hash a key guard points to; aRevoked a key's revocation.
+	aKeyHash = "h"
+	aRevoked = "ra"
+)
+
+// CreateProject stores a new project; store.ErrExists if the id is taken.
+func (s *Store) CreateProject(ctx context.Context, p store.Project) error {
+	if p.ID == "" {
+		return errors.New("create project: empty id")
+	}
+	body, err := s.encode(ctx, "project "+p.ID, p)
+	if err != nil {
+		return fmt.Errorf("create project %s: %w", p.ID, err)
+	}
+	it := key(projectPK(p.ID), projectSK)
+	it[aBody] = avB(body)
+	if err := s.putNew(ctx, it); err != nil {
+		return fmt.Errorf("create project %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// GetProject returns a project or store.ErrNotFound.
+func (s *Store) GetProject(ctx context.Context, id string) (store.Project, error) {
+	var p store.Project
+	it, err := s.getItem(ctx, key(projectPK(id), projectSK))
+	if err == nil && it == nil {
+		err = store.ErrNotFound
+	}
+	if err == nil {
+		err = s.decode(ctx, getB(it, aBody), &p)
+	}
+	if err != nil {
+		return store.Project{}, fmt.Errorf("get project %s: %w", id, err)
+	}
+	return p, nil
+}
+
+func apiKeyKey(hash string) item { return key("KEY#"+hash, keySK) }
+
+func keyGuardKey(projectID, id string) item { return key(projectPK(projectID), "KEY#"+id) }
+
+// CreateAPIKey stores a key; store.ErrExists if its id (in its project) or
+// its hash is taken. The key item (by hash, the auth path's one read) and
+// its guard (by project and id) are two uniqueness constraints: they are
+// written in one transaction.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	if k.ID == "" || k.ProjectID == "" || k.Hash == "" {
+		return errors.New("create api key: id, projectId and hash are required")
+	}
+	stored := k
+	stored.RevokedAt = time.Time{}
+	body, err := s.encode(ctx, "api key "+k.ID, stored)
+	if err != nil {
+		return fmt.Errorf("create api key %s: %w", k.ID, err)
+	}
+	it := apiKeyKey(k.Hash)
+	it[aBody] = avB(body)
+	it[aProject] = avS(k.ProjectID)
+	if !k.RevokedAt.IsZero() {
+		it[aRevoked] = avT(k.RevokedAt)
+	}
+	guard := keyGuardKey(k.ProjectID, k.ID)
+	guard[aKeyHash] = avS(k.Hash)
+	notExists := aws.String("attribute_not_exists(" + AttrPK + ")")
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
+		{Put: &types.Put{TableName: &s.table, Item: guard, ConditionExpression: notExists}},
+	}}, s.callOpts...)
+	if err := interpretError(err, exists, exists); err != nil {
+		// The hash is a secret's digest: keep it out of the message.
+		return fmt.Errorf("create api key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+func (s *Store) apiKeyFromItem(ctx context.Context, it item) (store.APIKey, error) {
+	var k store.APIKey
+	if err := s.decode(ctx, getB(it, aBody), &k); err != nil {
+		return store.APIKey{}, err
+	}
+	k.RevokedAt = getT(it, aRevoked)
+	return k, nil
+}
+
+// GetAPIKeyByHash finds a key, revoked ones too, or store.ErrNotFound.
+func (s *Store) GetAPIKeyByHash(ctx context.Context, hash string) (store.APIKey, error) {
+	it, err := s.getItem(ctx, apiKeyKey(hash))
+	if err == nil && it == nil {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("get api key by hash: %w", err)
+	}
+	return s.apiKeyFromItem(ctx, it)
+}
+
+// ListAPIKeys lists a project's keys, oldest first.
+func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIKey, error) {
+	guards, err := s.queryAll(ctx, projectPK(projectID), "KEY#")
+	if err != nil {
+		return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
+	}
+	keys := make([]item, len(guards))
+	for i, g := range guards {
+		keys[i] = apiKeyKey(getS(g, aKeyHash))
+	}
+	its, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
+	}
+	out := make([]store.APIKey, 0, len(its))
+	for _, it := range its {
+		k, err := s.apiKeyFromItem(ctx, it)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
+		}
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b store.APIKey) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
+// the project has no such key. Revoking twice keeps the first time.
+func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
+	guard, err := s.getItem(ctx, keyGuardKey(projectID, id))
+	if err == nil && guard == nil {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	e := newExpr()
+	e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
+	e.SetIfAbsent(aRevoked, avT(at))
+	out, err := s.db.UpdateItem(ctx, e.update(s.table, apiKeyKey(getS(guard, aKeyHash))), s.callOpts...)
+	if err := interpretError(err, func(item) error { return store.ErrNotFound }); err != nil {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	return s.apiKeyFromItem(ctx, out.Attributes)
+}
+
+// queryAll reads a whole partition's items whose sort key starts with
+// prefix, in order.
+func (s *Store) queryAll(ctx context.Context, pk, prefix string) ([]item, error) {
+	var (
+		out   []item
+		start map[string]types.AttributeValue
+	)
+	for {
+		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &s.table,
+			KeyConditionExpression:    aws.String("#p = :p AND begins_with(#s, :s)"),
+			ExpressionAttributeNames:  map[string]string{"#p": AttrPK, "#s": AttrSK},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(pk), ":s": avS(prefix)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		}, s.callOpts...)
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		out = append(out, res.Items...)
+		if res.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		start = res.LastEvaluatedKey
+	}
+}
+
+func deploymentSK(version int) string { return "D#" + seqKey(int64(version)) }
+
+// CreateDeployment stores d as the project's next version: it reads the
+// latest version and puts the next one if it is still free, and reads again
+// when another deployment took it.
+func (s *Store) CreateDeployment(ctx context.Context, d store.Deployment) (store.Deployment, error) {
+	if d.ProjectID == "" {
+		return store.Deployment{}, errors.New("create deployment: empty projectId")
+	}
+	for attempt := 0; ; attempt++ {
+		latest, err := s.LatestDeployment(ctx, d.ProjectID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.Deployment{}, fmt.Errorf("create deployment of %s: %w", d.ProjectID, err)
+		}
+		nd := d
+		nd.Version = latest.Version + 1
+		body, err := s.encode(ctx, fmt.Sprintf("deployment %d of %s", nd.Version, d.ProjectID), nd)
+		if err != nil {
+			return store.Deployment{}, fmt.Errorf("create deployment of %s: %w", d.ProjectID, err)
+		}
+		it := key(projectPK(d.ProjectID), deploymentSK(nd.Version))
+		it[aBody] = avB(body)
+		err = s.putNew(ctx, it)
+		if err == nil {
+			return nd, nil
+		}
+		if !errors.Is(err, store.ErrExists) || attempt >= 100 {
+			return store.Deployment{}, fmt.Errorf("create deployment of %s: %w", d.ProjectID, err)
+		}
+	}
+}
+
+// GetDeployment returns one version or store.ErrNotFound.
+func (s *Store) GetDeployment(ctx context.Context, projectID string, version int) (store.Deployment, error) {
+	var (
+		it  item
+		err error
+	)
+	if version >= 1 {
+		it, err = s.getItem(ctx, key(projectPK(projectID), deploymentSK(version)))
+	}
+	if err == nil && it == nil {
+		err = store.ErrNotFound
+	}
+	var d store.Deployment
+	if err == nil {
+		err = s.decode(ctx, getB(it, aBody), &d)
+	}
+	if err != nil {
+		return store.Deployment{}, fmt.Errorf("get deployment %s v%d: %w", projectID, version, err)
+	}
+	return d, nil
+}
+
+// LatestDeployment returns the highest version or store.ErrNotFound.
+func (s *Store) LatestDeployment(ctx context.Context, projectID string) (store.Deployment, error) {
+	page, err := s.ListDeployments(ctx, projectID, "", 1)
+	if err == nil && len(page.Items) == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return store.Deployment{}, fmt.Errorf("get latest deployment of %s: %w", projectID, err)
+	}
+	return page.Items[0], nil
+}
+
+// ListDeployments lists versions, newest first.
+func (s *Store) ListDeployments(ctx context.Context, projectID string, cursor string, limit int) (store.Page[store.Deployment], error) {
+	l := indexList{pkAttr: AttrPK, skAttr: AttrSK, pk: projectPK(projectID), skPrefix: "D#", desc: true, cursor: cursor, limit: limit}
+	page, err := indexPage(ctx, s, l, func(its []item) ([]store.Deployment, error) {
+		out := make([]store.Deployment, len(its))
+		for i, it := range its {
+			if err := s.decode(ctx, getB(it, aBody), &out[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}, func(store.Deployment) bool { return true })
+	if err != nil {
+		return store.Page[store.Deployment]{}, fmt.Errorf("list deployments of %s: %w", projectID, err)
+	}
+	return page, nil
+}
