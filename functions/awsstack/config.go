@@ -1,0 +1,234 @@
+package awsstack
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"stead/runtime/bundle"
+)
+
+// Function names one of Stead's three Lambda functions. What a function
+// needs from its environment depends on it.
+type Function string
+
+// The functions.
+const (
+	APIFunction     Function = "api"
+	RunnerFunction  Function = "runner"
+	SweeperFunction Function = "sweeper"
+)
+
+// Environment variables the functions read (template.yaml sets them; a test
+// checks that it sets exactly these). The SDK reads the standard AWS ones
+// itself: AWS_REGION, credentials, and the endpoint overrides
+// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3 and
+// AWS_ENDPOINT_URL_LAMBDA that tests point at emulators.
+const (
+	// EnvTable is the DynamoDB table's name. Required.
+	EnvTable = "STEAD_TABLE"
+	// EnvBucket is the S3 bucket of bundles and spilled payloads. Required.
+	EnvBucket = "STEAD_BUCKET"
+	// EnvBundlePrefix is the key prefix of bundles; DefaultBundlePrefix.
+	EnvBundlePrefix = "STEAD_BUNDLE_PREFIX"
+	// EnvSpillPrefix is the key prefix of payloads too large for a table
+	// item; DefaultSpillPrefix.
+	EnvSpillPrefix = "STEAD_SPILL_PREFIX"
+	// EnvRunnerFunction is the runner's function name or ARN, which the API
+	// and the sweeper invoke asynchronously. Required by those two.
+	EnvRunnerFunction = "STEAD_RUNNER_FUNCTION"
+	// EnvMaxBundleBytes bounds a deployed bundle; DefaultMaxBundleBytes.
+	EnvMaxBundleBytes = "STEAD_MAX_BUNDLE_BYTES"
+	// EnvDispatchGrace is how long a queued run may wait for the runner
+	// before the sweeper dispatches it again (a Go duration); 30s.
+	EnvDispatchGrace = "STEAD_DISPATCH_GRACE"
+	// EnvS3PathStyle makes the S3 client address buckets by path ("true"):
+	// for S3 emulators on loopback, never needed on AWS.
+	EnvS3PathStyle = "STEAD_S3_PATH_STYLE"
+)
+
+// Variables Lambda (and the Runtime Interface Emulator) sets, read for
+// naming only.
+const (
+	envRegion       = "AWS_REGION"
+	envFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
+	envLogStream    = "AWS_LAMBDA_LOG_STREAM_NAME"
+	envLogLevel     = "AWS_LAMBDA_LOG_LEVEL"
+)
+
+// Defaults.
+const (
+	DefaultBundlePrefix   = "bundles/"
+	DefaultSpillPrefix    = "spill/"
+	DefaultMaxBundleBytes = bundle.DefaultMaxSize
+	DefaultDispatchGrace  = 30 * time.Second
+	// MaxBundleBytesLimit is the largest EnvMaxBundleBytes: a synchronous
+	// Lambda invocation carries at most 6 MB, API Gateway's envelope
+	// included.
+	MaxBundleBytesLimit = 5<<20 + 512<<10
+)
+
+// EnvVars lists every variable of Stead's own that a function reads.
+func EnvVars() []string {
+	return []string{
+		EnvTable, EnvBucket, EnvBundlePrefix, EnvSpillPrefix, EnvRunnerFunction,
+		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle,
+	}
+}
+
+// Required lists the variables fn cannot start without.
+func Required(fn Function) []string {
+	if fn == RunnerFunction {
+		return []string{EnvTable, EnvBucket}
+	}
+	return []string{EnvTable, EnvBucket, EnvRunnerFunction}
+}
+
+// Config is one function's configuration, read from its environment by
+// FromEnv.
+type Config struct {
+	Function Function
+	// Region is AWS_REGION.
+	Region string
+	Table  string
+	Bucket string
+	// BundlePrefix and SpillPrefix are key prefixes in Bucket, each ending
+	// in "/".
+	BundlePrefix string
+	SpillPrefix  string
+	// RunnerFunction is what Dispatch invokes; empty in the runner itself.
+	RunnerFunction string
+	MaxBundleBytes int64
+	DispatchGrace  time.Duration
+	S3PathStyle    bool
+	// WorkerID names this execution environment in run leases.
+	WorkerID string
+	// LogLevel is AWS_LAMBDA_LOG_LEVEL (set from the template's
+	// LoggingConfig.ApplicationLogLevel); INFO when unset.
+	LogLevel string
+}
+
+// FromEnv reads fn's configuration with getenv (os.Getenv in a main) and
+// validates it. The error names every variable that is missing or wrong,
+// and what it should hold.
+func FromEnv(fn Function, getenv func(string) string) (Config, error) {
+	switch fn {
+	case APIFunction, RunnerFunction, SweeperFunction:
+	default:
+		return Config{}, fmt.Errorf("unknown function %q (want api, runner or sweeper)", fn)
+	}
+	c := Config{
+		Function:       fn,
+		Region:         strings.TrimSpace(getenv(envRegion)),
+		Table:          strings.TrimSpace(getenv(EnvTable)),
+		Bucket:         strings.TrimSpace(getenv(EnvBucket)),
+		BundlePrefix:   strings.TrimSpace(getenv(EnvBundlePrefix)),
+		SpillPrefix:    strings.TrimSpace(getenv(EnvSpillPrefix)),
+		RunnerFunction: strings.TrimSpace(getenv(EnvRunnerFunction)),
+		MaxBundleBytes: DefaultMaxBundleBytes,
+		DispatchGrace:  DefaultDispatchGrace,
+		LogLevel:       strings.TrimSpace(getenv(envLogLevel)),
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	if c.Region == "" {
+		bad("%s is not set (Lambda sets it; elsewhere set it to the stack's region, e.g. us-east-1)", envRegion)
+	}
+	for _, name := range Required(fn) {
+		if strings.TrimSpace(getenv(name)) == "" {
+			bad("%s is not set: %s", name, meaning(name))
+		}
+	}
+	if fn == RunnerFunction {
+		c.RunnerFunction = "" // the runner never dispatches
+	}
+	if c.BundlePrefix == "" {
+		c.BundlePrefix = DefaultBundlePrefix
+	}
+	if c.SpillPrefix == "" {
+		c.SpillPrefix = DefaultSpillPrefix
+	}
+	for _, p := range []struct{ name, value string }{{EnvBundlePrefix, c.BundlePrefix}, {EnvSpillPrefix, c.SpillPrefix}} {
+		if !strings.HasSuffix(p.value, "/") || strings.HasPrefix(p.value, "/") {
+			bad("%s must be a key prefix such as %q: no leading \"/\", a trailing \"/\" (got %q)", p.name, "bundles/", p.value)
+		}
+	}
+	if strings.HasPrefix(c.BundlePrefix, c.SpillPrefix) || strings.HasPrefix(c.SpillPrefix, c.BundlePrefix) {
+		bad("%s (%q) and %s (%q) must not overlap", EnvBundlePrefix, c.BundlePrefix, EnvSpillPrefix, c.SpillPrefix)
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxBundleBytes)); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			bad("%s must be a number of bytes (got %q)", EnvMaxBundleBytes, v)
+		case n < 1024 || n > MaxBundleBytesLimit:
+			bad("%s must be between 1024 and %d bytes, what one Lambda invocation can carry (got %d)", EnvMaxBundleBytes, MaxBundleBytesLimit, n)
+		default:
+			c.MaxBundleBytes = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvDispatchGrace)); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			bad("%s must be a duration such as \"30s\" (got %q)", EnvDispatchGrace, v)
+		case d < time.Second || d > time.Hour:
+			bad("%s must be between 1s and 1h (got %q)", EnvDispatchGrace, v)
+		default:
+			c.DispatchGrace = d
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvS3PathStyle)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("%s must be true or false (got %q)", EnvS3PathStyle, v)
+		}
+		c.S3PathStyle = b
+	}
+	if len(problems) > 0 {
+		return Config{}, &ConfigError{Function: fn, Problems: problems}
+	}
+	c.WorkerID = workerID(fn, getenv)
+	return c, nil
+}
+
+// ConfigError lists what is wrong with a function's environment.
+type ConfigError struct {
+	Function Function
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s function configuration: %s", e.Function, strings.Join(e.Problems, "; "))
+}
+
+// meaning says what a required variable holds.
+func meaning(name string) string {
+	switch name {
+	case EnvTable:
+		return "set it to the DynamoDB table's name (the stack's TableName output)"
+	case EnvBucket:
+		return "set it to the S3 bucket's name (the stack's BucketName output)"
+	case EnvRunnerFunction:
+		return "set it to the runner function's name or ARN, which this function invokes asynchronously"
+	}
+	return "required"
+}
+
+// workerID names the execution environment: function name and log stream
+// (one per environment), so a lease says which sandbox holds a run.
+func workerID(fn Function, getenv func(string) string) string {
+	name := getenv(envFunctionName)
+	if name == "" {
+		name = string(fn)
+	}
+	if stream := getenv(envLogStream); stream != "" {
+		return name + "/" + stream
+	}
+	return name
+}
+
+var errNoRunner = errors.New("the runner function does not dispatch runs")

@@ -1,0 +1,185 @@
+package awsstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+// RunnerEvent is the runner function's event: {"runId": "run_…"}.
+type RunnerEvent struct {
+	RunID string `json:"runId"`
+}
+
+// RunnerResult is what the runner answers.
+type RunnerResult struct {
+	RunID string `json:"runId"`
+}
+
+// EventError is an event a function cannot take. It fails the invocation
+// with errorType "EventError" and a message that says what was expected.
+type EventError struct {
+	Function Function
+	Problem  string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *EventError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s function: %s: %s", e.Function, e.Problem, e.Err.Error())
+	}
+	return fmt.Sprintf("%s function: %s", e.Function, e.Problem)
+}
+
+func (e *EventError) Unwrap() error { return e.Err }
+
+// runIDPattern is what a run id may look like: ids are "run_" and a ULID,
+// but anything the store could hold as a key is accepted and looked up.
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+
+const runnerShape = `the runner takes {"runId": "run_…"}`
+
+// ParseRunnerEvent decodes and checks a runner event.
+func ParseRunnerEvent(payload []byte) (RunnerEvent, error) {
+	var ev RunnerEvent
+	bad := func(format string, args ...any) (RunnerEvent, error) {
+		return RunnerEvent{}, &EventError{Function: RunnerFunction, Problem: fmt.Sprintf(format, args...) + "; " + runnerShape}
+	}
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) == 0 {
+		return bad("the event is empty")
+	}
+	if !json.Valid(trimmed) {
+		return bad("the event is not JSON (it starts %q)", prefix(trimmed, 20))
+	}
+	var fields map[string]json.RawMessage
+	if trimmed[0] != '{' || json.Unmarshal(trimmed, &fields) != nil {
+		return bad("the event is not a JSON object")
+	}
+	for k := range fields {
+		if k != "runId" {
+			return bad("unknown field %q", k)
+		}
+	}
+	if raw, ok := fields["runId"]; ok && json.Unmarshal(raw, &ev.RunID) != nil {
+		return bad("runId must be a string")
+	}
+	switch {
+	case ev.RunID == "":
+		return bad("runId is missing or empty")
+	case !runIDPattern.MatchString(ev.RunID):
+		return bad("runId %q is not a run id", prefix([]byte(ev.RunID), 40))
+	}
+	return ev, nil
+}
+
+// RunnerHandler is the runner function's handler: it executes the run its event
+// names (claim, steps until the run ends or waits for approval, release).
+// A run that cannot be claimed — another invocation holds it, it awaits a
+// decision, it ended — is left alone: a duplicate delivery changes nothing.
+type RunnerHandler struct {
+	execute func(ctx context.Context, runID string) error
+	log     *slog.Logger
+	// reserve is kept back from the invocation's deadline so that an
+	// execution cut short stops cleanly before Lambda stops the process.
+	reserve time.Duration
+}
+
+// NewRunnerHandler returns the runner's handler over execute (Engine.Execute).
+func NewRunnerHandler(execute func(ctx context.Context, runID string) error, log *slog.Logger) *RunnerHandler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &RunnerHandler{execute: execute, log: log, reserve: 2 * time.Second}
+}
+
+var _ lambda.Handler = (*RunnerHandler)(nil)
+
+// Invoke handles one event. An error fails the invocation, and Lambda
+// retries it (then sends it to the on-failure destination): the run is
+// left claimable for the retry or the sweeper.
+func (r *RunnerHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	ev, err := ParseRunnerEvent(payload)
+	if err != nil {
+		r.log.ErrorContext(ctx, "refused a Lambda event", "error", err)
+		return nil, err
+	}
+	ctx, cancel := withReserve(ctx, r.reserve)
+	defer cancel()
+	if err := r.execute(ctx, ev.RunID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			err = &EventError{Function: RunnerFunction, Problem: fmt.Sprintf("nothing to execute for run %s (is the event for another stack?)", ev.RunID), Err: err}
+		}
+		r.log.ErrorContext(ctx, "execute run", "run", ev.RunID, "error", err)
+		return nil, err
+	}
+	return json.Marshal(RunnerResult{RunID: ev.RunID})
+}
+
+// SweeperHandler is the sweeper function's handler: on each scheduled event it
+// expires due approvals (their runs fail approval-expired) and dispatches
+// again the runs nobody is working on (a lost dispatch, an approval decided
+// but not resumed, a runner that died).
+type SweeperHandler struct {
+	sweep func(ctx context.Context) (engine.SweepResult, error)
+	log   *slog.Logger
+}
+
+// NewSweeperHandler returns the sweeper's handler over sweep (Engine.Sweep).
+func NewSweeperHandler(sweep func(ctx context.Context) (engine.SweepResult, error), log *slog.Logger) *SweeperHandler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SweeperHandler{sweep: sweep, log: log}
+}
+
+var _ lambda.Handler = (*SweeperHandler)(nil)
+
+// Invoke sweeps once. The event's content is not used, but it must be a
+// JSON object (the schedule's input, or an EventBridge event) or empty.
+func (s *SweeperHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if !json.Valid(trimmed) || trimmed[0] != '{' {
+			err := &EventError{Function: SweeperFunction, Problem: fmt.Sprintf("the event is not a JSON object (it starts %q); the sweeper takes its schedule's input, e.g. {}", prefix(trimmed, 20))}
+			s.log.ErrorContext(ctx, "refused a Lambda event", "error", err)
+			return nil, err
+		}
+	}
+	res, err := s.sweep(ctx)
+	if err != nil {
+		err = fmt.Errorf("sweep (expired %d, redispatched %d before the error): %w", res.Expired, res.Redispatched, err)
+		s.log.ErrorContext(ctx, "sweep", "error", err)
+		return nil, err
+	}
+	if res.Expired+res.Redispatched > 0 {
+		s.log.InfoContext(ctx, "sweep", "expired", res.Expired, "redispatched", res.Redispatched)
+	}
+	return json.Marshal(res)
+}
+
+// withReserve shortens ctx's deadline by d when it has one far enough out.
+func withReserve(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > 2*d {
+		return context.WithDeadline(ctx, dl.Add(-d))
+	}
+	return context.WithCancel(ctx)
+}
+
+func prefix(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,185 @@
+package awsstack_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"stead/functions/awsstack"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+func badEvent(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "bad", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseRunnerEvent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		payload string
+		want    string // run id, or the error's telling part
+		ok      bool
+	}{
+		{`{"runId":"run_01JX"}`, "run_01JX", true},
+		{" \n{\"runId\": \"run_01JX\"}\n", "run_01JX", true},
+		{string(badEvent(t, "runner-not-json.txt")), "the event is not JSON", false},
+		{string(badEvent(t, "runner-wrong-field.json")), `unknown field "runID"`, false},
+		{string(badEvent(t, "runner-missing-runid.json")), "runId is missing or empty", false},
+		{string(badEvent(t, "runner-array.json")), "not a JSON object", false},
+		{``, "the event is empty", false},
+		{`null`, "not a JSON object", false},
+		{`{"runId": 7}`, "runId must be a string", false},
+		{`{"runId": ""}`, "runId is missing or empty", false},
+		{`{"runId": "run 1; drop"}`, "is not a run id", false},
+		{`{"runId": "run_1", "extra": true}`, `unknown field "extra"`, false},
+		{`{"runId": "run_1"} {"runId": "run_2"}`, "not JSON", false},
+	} {
+		ev, err := awsstack.ParseRunnerEvent([]byte(c.payload))
+		switch {
+		case c.ok && (err != nil || ev.RunID != c.want):
+			t.Errorf("%q: %+v, %v; want run %s", c.payload, ev, err, c.want)
+		case !c.ok:
+			var ee *awsstack.EventError
+			if !errors.As(err, &ee) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `the runner takes {"runId": "run_…"}`) {
+				t.Errorf("%q: %v, want an EventError saying %q and the expected shape", c.payload, err, c.want)
+			}
+		}
+	}
+}
+
+func TestRunnerHandler(t *testing.T) {
+	t.Parallel()
+	var calls []string
+	var failWith error
+	var logs bytes.Buffer
+	h := awsstack.NewRunnerHandler(func(ctx context.Context, runID string) error {
+		calls = append(calls, runID)
+		return failWith
+	}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	invoke := func(payload string) (string, error) {
+		out, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
+		return string(out), err
+	}
+
+	out, err := invoke(`{"runId":"run_1"}`)
+	if err != nil || out != `{"runId":"run_1"}` || len(calls) != 1 || calls[0] != "run_1" {
+		t.Fatalf("good event: %q %v, calls %v", out, err, calls)
+	}
+	for _, name := range []string{"runner-not-json.txt", "runner-wrong-field.json", "runner-missing-runid.json", "runner-array.json"} {
+		if _, err := invoke(string(badEvent(t, name))); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if len(calls) != 1 {
+		t.Errorf("bad events reached Execute: %v", calls)
+	}
+
+	// An execution error fails the invocation, so Lambda retries it.
+	failWith = fmt.Errorf("claim run_2: %w", errors.New("throttled"))
+	if _, err := invoke(`{"runId":"run_2"}`); err == nil || !strings.Contains(err.Error(), "throttled") {
+		t.Errorf("execute error: %v", err)
+	}
+	// A run that does not exist is named as such.
+	failWith = fmt.Errorf("execute run_3: %w", store.ErrNotFound)
+	_, err = invoke(string(badEvent(t, "runner-unknown-run.json")))
+	var ee *awsstack.EventError
+	if !errors.As(err, &ee) || !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "nothing to execute for run run_01JDOESNOTEXIST000000000000") {
+		t.Errorf("unknown run: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"refused a Lambda event"`) || !strings.Contains(logs.String(), `"msg":"execute run"`) {
+		t.Errorf("refusals and failures are not logged: %s", logs.String())
+	}
+}
+
+// The runner's execution ends a little before Lambda's deadline, so that a
+// run cut short stops cleanly.
+func TestRunnerDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var got time.Time
+		h := awsstack.NewRunnerHandler(func(ctx context.Context, runID string) error {
+			got, _ = ctx.Deadline()
+			return nil
+		}, nil)
+		deadline := time.Now().Add(15 * time.Minute)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if _, err := h.Invoke(ctx, []byte(`{"runId":"run_1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if want := deadline.Add(-2 * time.Second); !got.Equal(want) {
+			t.Errorf("execution deadline %s, want %s", got, want)
+		}
+	})
+}
+
+func TestSweeperHandler(t *testing.T) {
+	t.Parallel()
+	var sweeps int
+	var res engine.SweepResult
+	var failWith error
+	h := awsstack.NewSweeperHandler(func(ctx context.Context) (engine.SweepResult, error) {
+		sweeps++
+		return res, failWith
+	}, nil)
+	res = engine.SweepResult{Expired: 2, Redispatched: 1}
+	for _, payload := range []string{`{"source":"stead.sweeper"}`, `{}`, ``, `null`,
+		`{"version":"0","detail-type":"Scheduled Event","source":"aws.scheduler","detail":{}}`} {
+		out, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
+		if err != nil || string(out) != `{"expired":2,"redispatched":1}` {
+			t.Errorf("%q: %s %v", payload, out, err)
+		}
+	}
+	before := sweeps
+	for _, payload := range []string{string(badEvent(t, "sweeper-string.json")), `[{}]`, `{"a":`} {
+		_, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
+		var ee *awsstack.EventError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "not a JSON object") {
+			t.Errorf("%q: %v, want an EventError", payload, err)
+		}
+	}
+	if sweeps != before {
+		t.Error("a bad event swept")
+	}
+	failWith = errors.New("list due approvals: throttled")
+	res = engine.SweepResult{Expired: 1}
+	if _, err := h.Invoke(context.Background(), []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "expired 1, redispatched 0 before the error") {
+		t.Errorf("sweep error: %v", err)
+	}
+}
+
+func TestLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := awsstack.NewLogger(&buf, awsstack.RunnerFunction, "WARN")
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	log.InfoContext(ctx, "hidden")
+	log.With("run", "run_1").WarnContext(ctx, "shown")
+	got := strings.TrimSpace(buf.String())
+	if strings.Count(got, "\n") != 0 || !strings.Contains(got, `"level":"WARN"`) || !strings.Contains(got, `"function":"runner"`) ||
+		!strings.Contains(got, `"run":"run_1"`) || !strings.Contains(got, `"requestId":"req-1"`) {
+		t.Errorf("log %s", got)
+	}
+
+	b := awsstack.Broken(log, errors.New("STEAD_TABLE is not set"))
+	if _, err := b.Invoke(ctx, []byte(`{}`)); err == nil || err.Error() != "STEAD_TABLE is not set" {
+		t.Errorf("broken function: %v", err)
+	}
+}

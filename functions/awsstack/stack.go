@@ -1,0 +1,173 @@
+// Package awsstack wires Stead's AWS shape for the three Lambda functions:
+// the DynamoDB store (dynamostore), bundles and spilled payloads in S3
+// (s3blob), the handler runtime, the engine, the HTTP API, and dispatch by
+// asynchronous Lambda Invoke of the runner. It is the AWS counterpart of
+// cli.OpenStack, which wires the embedded shape of `stead dev`.
+//
+// A function's main reads its environment with FromEnv, opens a Stack and
+// starts the stack's Handler:
+//
+//	cfg, err := awsstack.FromEnv(awsstack.RunnerFunction, os.Getenv)
+//	…
+//	stack, err := awsstack.Open(ctx, cfg, awsstack.Options{Logger: log})
+//	…
+//	lambda.Start(stack.Handler())
+//
+// Nothing here reads the environment by itself but the model API keys that
+// deployments name (apiKeyEnv; never a variable Lambda or Stead sets); the
+// AWS SDK reads the region, the credentials and the endpoint overrides
+// (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3,
+// AWS_ENDPOINT_URL_LAMBDA).
+package awsstack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"stead/api"
+	"stead/functions/apigw"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/runtime/jsvm"
+	"stead/store/dynamostore"
+	"stead/store/s3blob"
+)
+
+// Options are what a test may set besides the environment.
+type Options struct {
+	// Logger hears the functions' logs; nothing is logged when nil. Mains
+	// pass NewLogger(cfg).
+	Logger *slog.Logger
+	// AWS is the SDK configuration; config.LoadDefaultConfig with
+	// Config.Region when nil.
+	AWS *aws.Config
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// LookupEnv reads model API keys (the variables deployments name in
+	// apiKeyEnv, never AWS_*, LAMBDA_*, _* or STEAD_*); os.LookupEnv when
+	// nil.
+	LookupEnv func(string) (string, bool)
+}
+
+// Stack is one function's wiring.
+type Stack struct {
+	Config Config
+	Store  *dynamostore.Store
+	// Bundles holds deployed bundles by digest.
+	Bundles *s3blob.Store
+	Engine  *engine.Engine
+	// Dispatch hands runs to the runner: a *Dispatcher, except in the
+	// runner itself, whose engine never dispatches.
+	Dispatch engine.Dispatcher
+	// API is the HTTP API; nil except in the API function.
+	API *api.Server
+
+	log     *slog.Logger
+	runtime *jsvm.Runtime
+}
+
+// Open builds the stack of cfg.Function. It makes no network calls: a
+// missing table or bucket shows at the first request.
+func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	awsCfg, err := loadAWS(ctx, cfg, o.AWS)
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(awsCfg)
+	s3c := s3.NewFromConfig(awsCfg, func(so *s3.Options) { so.UsePathStyle = cfg.S3PathStyle })
+	bundles, err := s3blob.New(s3c, s3blob.Options{Bucket: cfg.Bucket, Prefix: cfg.BundlePrefix})
+	if err != nil {
+		return nil, err
+	}
+	spill, err := s3blob.New(s3c, s3blob.Options{Bucket: cfg.Bucket, Prefix: cfg.SpillPrefix})
+	if err != nil {
+		return nil, err
+	}
+	st, err := dynamostore.New(db, dynamostore.Options{Table: cfg.Table, Blobs: spill})
+	if err != nil {
+		return nil, err
+	}
+	var dispatch engine.Dispatcher = noDispatch{}
+	if cfg.Function != RunnerFunction {
+		dispatch = NewDispatcher(awslambda.NewFromConfig(awsCfg), cfg.RunnerFunction, log)
+	}
+	rt := jsvm.New(jsvm.Options{Now: o.Now})
+	eng, err := engine.New(engine.Config{
+		Store:         st,
+		Blobs:         bundles,
+		Compiler:      bundle.NewCompiler(bundle.Options{Setup: rt.Setup, MaxSize: int(cfg.MaxBundleBytes)}),
+		Invoker:       rt,
+		Dispatch:      dispatch,
+		Now:           o.Now,
+		WorkerID:      cfg.WorkerID,
+		DispatchGrace: cfg.DispatchGrace,
+		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log)},
+	})
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, runtime: rt}
+	if cfg.Function == APIFunction {
+		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes})
+		if err != nil {
+			rt.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// loadAWS returns the SDK configuration: the given one, or the default
+// chain (environment, shared files, the Lambda role's credentials).
+func loadAWS(ctx context.Context, cfg Config, given *aws.Config) (aws.Config, error) {
+	if given != nil {
+		return *given, nil
+	}
+	c, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return c, nil
+}
+
+// Handler returns the Lambda handler of the stack's function.
+func (s *Stack) Handler() lambda.Handler {
+	switch s.Config.Function {
+	case APIFunction:
+		return apigw.New(s.API, apigw.Options{Logger: s.log})
+	case RunnerFunction:
+		return NewRunnerHandler(s.Engine.Execute, s.log)
+	default:
+		return NewSweeperHandler(s.Engine.Sweep, s.log)
+	}
+}
+
+// Close releases the handler runtime.
+func (s *Stack) Close() { s.runtime.Close() }
+
+// noDispatch is the runner's dispatcher: the engine only dispatches when a
+// run starts, is approved or is swept, none of which the runner does.
+type noDispatch struct{}
+
+func (noDispatch) Dispatch(context.Context, string) error { return errNoRunner }
