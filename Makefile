@@ -10,6 +10,16 @@ TESTFLAGS ?= -p 2 -timeout 15m
 GOLANGCI_VERSION := v2.15.0
 BIN       := $(CURDIR)/bin
 
+# The AWS shape: three Lambda functions (functions/<fn>), custom runtime
+# provided.al2023 on arm64, each a binary named bootstrap.
+FUNCTIONS    := api runner sweeper
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags '-s -w'
+# The Lambda Runtime Interface Emulator the end-to-end test runs the
+# functions under (cached in bin/, which git ignores).
+RIE_VERSION  := v0.0.0-20261030222936-bef5c4ba774d
+RIE          := $(BIN)/aws-lambda-rie
+CFN_LINT_VERSION := 1.51.0
+
 .PHONY: help
 help: ## show this help
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -19,7 +29,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: ## run every test (what CI runs)
+test: lint-template $(RIE) ## run every test (what CI runs): cfn-lint, then go test, which includes the Lambda end-to-end test
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
@@ -35,4 +45,66 @@ lint: ## gofmt check, go vet and golangci-lint
 
 .PHONY: clean
 clean: ## remove build output
-	rm -rf $(BIN) dist
+	rm -rf $(BIN) dist .aws-sam
+
+.PHONY: build
+build: ## build each Lambda function's bootstrap (linux/arm64) and zip it: dist/<fn>.zip
+	@command -v zip >/dev/null || { echo "make build needs zip (apt-get install zip)"; exit 1; }
+	@for fn in $(FUNCTIONS); do \
+		mkdir -p dist/$$fn && \
+		$(LAMBDA_BUILD) -o dist/$$fn/bootstrap ./functions/$$fn && \
+		rm -f dist/$$fn.zip && (cd dist/$$fn && zip -q -X ../$$fn.zip bootstrap) && \
+		echo "dist/$$fn.zip"; \
+	done
+
+# `sam build` calls build-<LogicalId> for each function whose Metadata says
+# BuildMethod: makefile, with ARTIFACTS_DIR set.
+.PHONY: build-ApiFunction build-RunnerFunction build-SweeperFunction
+build-ApiFunction: ## (sam build) the api function's bootstrap into ARTIFACTS_DIR
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/api
+build-RunnerFunction: ## (sam build) the runner function's bootstrap into ARTIFACTS_DIR
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/runner
+build-SweeperFunction: ## (sam build) the sweeper function's bootstrap into ARTIFACTS_DIR
+	$(LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper
+
+.PHONY: deploy
+deploy: ## build with SAM and deploy the stack to AWS (sam build + sam deploy --guided)
+	@command -v sam >/dev/null || { \
+		echo "make deploy needs the AWS SAM CLI (sam), which is not installed on this machine."; \
+		echo "Install it (pip install aws-sam-cli, or AWS's installer), configure AWS credentials, and run make deploy again."; \
+		exit 1; }
+	@if command -v cfn-lint >/dev/null; then cfn-lint template.yaml; fi
+	sam build --build-in-source
+	sam deploy --guided
+
+.PHONY: lint-template
+lint-template: ## check template.yaml with cfn-lint (runs the SAM transform)
+	@command -v cfn-lint >/dev/null || { echo "cfn-lint is not installed: pip install cfn-lint==$(CFN_LINT_VERSION)"; exit 1; }
+	cfn-lint template.yaml
+
+$(RIE):
+	GOBIN=$(BIN) $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+.PHONY: rie
+rie: $(RIE) ## build the Lambda Runtime Interface Emulator into bin/ (once)
+
+.PHONY: e2e-lambda
+e2e-lambda: $(RIE) ## run the functions' real bootstraps under the Lambda emulator against moto_server (DynamoDB, S3)
+	$(GO) test -count=1 -v -run 'TestLambdaEndToEnd|TestRIE|TestQueue' ./functions/e2e/ ./infra/rie/
+
+# The console's real-browser tests (console/e2e): Debian's headless Chromium
+# driven by playwright-core, pinned in console/e2e/package-lock.json.
+E2E_DIR  := console/e2e
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: test-browser
+test-browser: ## run the console's browser tests: headless Chromium against a real stead dev (screenshots: console/e2e/out/)
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+		else echo "$(CHROMIUM) is missing: sudo apt-get update && sudo apt-get install -y chromium (the tests skip without it, and fail with CI=true)"; fi; }
+	cd $(E2E_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	$(GO) build -o $(BIN)/stead ./cli/stead
+	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead node --test --test-reporter=spec console.test.js
+
+# `make test` runs the browser tests too (a prerequisite added here).
+test: test-browser

@@ -36,6 +36,7 @@
 //	POST   /v1/keys                               owner
 //	GET    /v1/keys                               owner
 //	DELETE /v1/keys/{id}                          owner
+//	GET    /console/, /status/{runId}, /embed.js  no credential (static pages; see console.go)
 package api
 
 import (
@@ -192,6 +193,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/keys", owner, s.createKey)
 	s.handle("GET /v1/keys", owner, s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", owner, s.revokeKey)
+
+	s.consoleRoutes()
 }
 
 // handlerFunc serves one route for an authenticated caller. An error is

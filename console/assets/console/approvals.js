@@ -1,0 +1,550 @@
+// Approvals: the pending queue (live countdowns, approve, deny, edit the
+// input, bulk approve), the decided and expired tabs, and one approval.
+
+import { h, replace, alertBox, showError, showMessage } from "./dom.js";
+import { get, post, enc } from "./api.js";
+import { ago, stamp, countdown, pretty } from "./format.js";
+
+const POLL_MS = 3000;
+const RUN_POLL_MS = 1000;
+
+const TABS = [
+  { id: "pending", label: "Pending" },
+  { id: "decided", label: "Decided" },
+  { id: "expired", label: "Expired" },
+];
+
+export function approvalsView(ctx) {
+  const tab = TABS.some((t) => t.id === ctx.query.get("tab")) ? ctx.query.get("tab") : "pending";
+  const tabs = h("nav", { class: "tabs", attrs: { "aria-label": "Approval lists" } },
+    TABS.map((t) => h("a", {
+      href: t.id === "pending" ? "#/approvals" : `#/approvals?tab=${t.id}`,
+      class: "tab", text: t.label, attrs: { "aria-current": t.id === tab ? "page" : null },
+    })));
+  const body = h("div");
+  replace(ctx.main, h("h1", { text: "Approvals" }), tabs, body);
+  if (tab === "pending") return pendingQueue(ctx, body);
+  return settledList(ctx, body, tab);
+}
+
+// approvalView shows one approval: actionable while pending.
+export function approvalView(ctx, id) {
+  const err = alertBox();
+  const slot = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
+  replace(ctx.main, h("p", {}, h("a", { href: "#/approvals", text: "← Approvals" })), h("h1", { text: "Approval " + id }), err, slot);
+  const live = liveRuns();
+  let card = null;
+  const ticker = setInterval(() => card && card.tick && card.tick(), 1000);
+  get(`/v1/approvals/${enc(id)}`).then((a) => {
+    card = a.status === "pending" ? pendingCard(a, { me: ctx.me, live, selectable: false }) : settledCard(a, ctx.me);
+    replace(slot, card.el);
+  }).catch((e) => {
+    slot.replaceChildren();
+    showError(err, e);
+  });
+  return () => {
+    clearInterval(ticker);
+    live.stop();
+  };
+}
+
+// pendingQueue: the live queue with bulk approval.
+function pendingQueue(ctx, body) {
+  const order = ctx.query.get("order") === "expiring" ? "expiring" : "newest";
+  const err = alertBox();
+  const orderSelect = h("select", { id: "order", on: { change: () => ctx.navigate(orderSelect.value === "expiring" ? "#/approvals?order=expiring" : "#/approvals", { replace: true }) } },
+    h("option", { value: "newest", text: "Newest first" }),
+    h("option", { value: "expiring", text: "Soonest to expire first" }));
+  orderSelect.value = order;
+  const selectAll = h("input", { type: "checkbox", id: "select-all", on: { change: onSelectAll } });
+  const bulkButton = h("button", { type: "button", class: "btn btn--primary", disabled: true, on: { click: openBulk } });
+  const refreshButton = h("button", { type: "button", class: "btn", text: "Refresh", on: { click: () => refresh() } });
+  const updated = h("span", { class: "muted small", attrs: { "aria-live": "off" } });
+  const list = h("div", { class: "cards", attrs: { "aria-live": "polite", "aria-relevant": "additions" } });
+  const empty = h("div", { class: "empty", hidden: true },
+    h("p", { class: "empty__title", text: "No approvals are waiting." }),
+    h("p", {}, "When a run reaches a tool that needs a person's approval, it shows up here. Try ",
+      h("code", { text: "stead run refunds --input '{\"orderId\":\"o-1001\",\"reason\":\"damaged\"}' --end-user demo-user" }), "."));
+  const dialog = h("dialog", { class: "bulk", attrs: { "aria-labelledby": "bulk-title" } });
+
+  replace(body,
+    h("div", { class: "toolbar" },
+      h("span", { class: "field field--inline" }, h("label", { for: "order", text: "Order" }), orderSelect),
+      h("span", { class: "check" }, selectAll, h("label", { for: "select-all", text: "Select all" })),
+      bulkButton, refreshButton, updated),
+    err, list, empty, dialog);
+
+  const cards = new Map(); // approval id → card
+  const selected = new Set();
+  const live = liveRuns();
+  let stopped = false, inflight = false;
+
+  function updateBulk() {
+    for (const id of selected) {
+      const c = cards.get(id);
+      if (!c || !c.pending()) selected.delete(id);
+    }
+    bulkButton.textContent = `Approve selected (${selected.size})`;
+    bulkButton.disabled = selected.size === 0;
+    const selectable = [...cards.values()].filter((c) => c.pending());
+    selectAll.checked = selectable.length > 0 && selectable.every((c) => selected.has(c.id));
+    selectAll.disabled = selectable.length === 0;
+  }
+
+  function onSelect(id, on) {
+    if (on) selected.add(id);
+    else selected.delete(id);
+    updateBulk();
+  }
+
+  function onSelectAll() {
+    for (const c of cards.values()) {
+      if (!c.pending()) continue;
+      c.setSelected(selectAll.checked);
+      onSelect(c.id, selectAll.checked);
+    }
+  }
+
+  async function refresh() {
+    if (inflight || stopped) return;
+    inflight = true;
+    try {
+      const page = await get("/v1/approvals", { status: "pending", order, limit: 100 });
+      if (stopped) return;
+      showError(err, null);
+      const ids = new Set(page.approvals.map((a) => a.id));
+      const desired = [];
+      for (const a of page.approvals) {
+        let c = cards.get(a.id);
+        if (!c) {
+          c = pendingCard(a, { me: ctx.me, live, selectable: true, onSelect, onDecided: updateBulk });
+          cards.set(a.id, c);
+        }
+        c.setStale(false);
+        desired.push(c.el);
+      }
+      // A card that left the queue stays where it is, marked, until
+      // dismissed: nothing moves under the reader's pointer, and a decision
+      // tried on it gets the API's own answer.
+      for (const c of cards.values()) if (!ids.has(c.id) && c.pending()) c.setStale(true);
+      placeInOrder(list, desired);
+      empty.hidden = list.children.length > 0;
+      updated.textContent = "Updated " + new Date().toLocaleTimeString("en");
+      updateBulk();
+    } catch (e) {
+      if (!stopped) showError(err, e);
+    } finally {
+      inflight = false;
+    }
+  }
+
+  // Removing a dismissed card.
+  list.addEventListener("approval-dismiss", (ev) => {
+    const c = cards.get(ev.detail);
+    if (!c) return;
+    c.el.remove();
+    cards.delete(c.id);
+    selected.delete(c.id);
+    empty.hidden = list.children.length > 0;
+    updateBulk();
+  });
+
+  function openBulk() {
+    const chosen = [...selected].map((id) => cards.get(id)).filter((c) => c && c.pending());
+    if (chosen.length === 0) return;
+    const note = h("textarea", { id: "bulk-note", rows: 2 });
+    const results = new Map();
+    const confirm = h("button", { type: "button", class: "btn btn--primary", text: `Approve ${chosen.length} ${chosen.length === 1 ? "call" : "calls"}` });
+    const cancel = h("button", { type: "button", class: "btn", text: "Cancel", on: { click: () => dialog.close() } });
+    const summary = h("p", { class: "msg msg--info", hidden: true, attrs: { role: "status" } });
+    replace(dialog,
+      h("h2", { id: "bulk-title", text: `Approve ${chosen.length} ${chosen.length === 1 ? "call" : "calls"}?` }),
+      h("p", { text: "Each call runs with exactly the input shown. Check every one before you confirm." }),
+      h("ol", { class: "bulk__list" }, chosen.map((c) => {
+        const a = c.approval;
+        const res = h("div", { class: "bulk__result", attrs: { "aria-live": "polite" } });
+        results.set(a.id, res);
+        return h("li", { class: "bulk__item", data: { approvalId: a.id } },
+          h("p", { class: "bulk__title" }, h("strong", { text: a.tool }), " · ", a.agent, " · end user ", h("span", { text: a.endUserId })),
+          h("p", { class: "small" }, "Run ", h("code", { text: a.runId }), " · ", a.reason),
+          h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool} for run ${a.runId}` } }),
+          res);
+      })),
+      h("label", { for: "bulk-note", text: "Note for all (optional)" }), note,
+      summary,
+      h("div", { class: "actions" }, confirm, cancel));
+    confirm.addEventListener("click", async () => {
+      confirm.disabled = true;
+      cancel.disabled = true;
+      let ok = 0;
+      for (const c of chosen) {
+        const res = results.get(c.id);
+        showMessage(res, "info", "Approving…");
+        const out = await c.decide(true, { note: note.value });
+        if (out.ok) {
+          ok++;
+          showMessage(res, "ok", "Approved.");
+        } else {
+          showError(res, out.error);
+        }
+      }
+      selected.clear();
+      updateBulk();
+      showMessage(summary, ok === chosen.length ? "ok" : "error", `${ok} of ${chosen.length} approved.`);
+      cancel.textContent = "Close";
+      cancel.disabled = false;
+      confirm.hidden = true;
+      cancel.focus();
+    });
+    dialog.showModal();
+    confirm.focus();
+  }
+
+  updateBulk();
+  refresh();
+  const poll = setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
+  const ticker = setInterval(() => { for (const c of cards.values()) c.tick(); }, 1000);
+  return () => {
+    stopped = true;
+    clearInterval(poll);
+    clearInterval(ticker);
+    live.stop();
+    if (dialog.open) dialog.close();
+  };
+}
+
+// placeInOrder puts the desired nodes in order without moving nodes that
+// are already in place or that are not desired (left-over stale cards).
+function placeInOrder(list, desired) {
+  const want = new Set(desired);
+  let cursor = list.firstElementChild;
+  for (const node of desired) {
+    while (cursor && !want.has(cursor)) cursor = cursor.nextElementSibling;
+    if (node === cursor) {
+      cursor = cursor.nextElementSibling;
+      continue;
+    }
+    list.insertBefore(node, cursor);
+  }
+}
+
+// who names a decider: the signed-in key as "you".
+function who(id, me) {
+  if (!id) return "—";
+  if (me && id === me.id) return `you (${id})`;
+  if (id === "stead") return "Stead (timeout)";
+  return id;
+}
+
+function facts(rows) {
+  return h("dl", { class: "facts" }, rows.filter(Boolean).map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", {}, v))));
+}
+
+function runLink(id) {
+  return h("a", { href: `#/runs/${enc(id)}`, class: "mono", text: id });
+}
+
+function timeEl(iso, text) {
+  return h("time", { attrs: { datetime: iso }, title: stamp(iso), text: text || stamp(iso) });
+}
+
+// liveRuns polls the runs of decided approvals until they end, and reports
+// each change. One timer for all, so no connection is held per card.
+function liveRuns() {
+  const watched = new Map(); // run id → callback
+  let busy = false;
+  const timer = setInterval(async () => {
+    if (busy || watched.size === 0) return;
+    busy = true;
+    try {
+      for (const [id, fn] of [...watched]) {
+        try {
+          const run = await get(`/v1/runs/${enc(id)}`);
+          fn(run, null);
+          if (["succeeded", "failed", "cancelled"].includes(run.status)) watched.delete(id);
+        } catch (e) {
+          fn(null, e);
+          watched.delete(id);
+        }
+      }
+    } finally {
+      busy = false;
+    }
+  }, RUN_POLL_MS);
+  return {
+    watch(id, fn) { watched.set(id, fn); },
+    stop() { clearInterval(timer); watched.clear(); },
+  };
+}
+
+// runStatusLine renders a run's status for a decided card.
+function runStatusLine(run) {
+  const parts = ["Run ", runLink(run.id), " ", statusBadge(run.status)];
+  if (run.error) parts.push(" ", h("code", { text: run.error.code }), " ", run.error.message);
+  return parts;
+}
+
+export function statusBadge(status) {
+  return h("span", { class: `badge badge--${status}`, data: { status }, text: status });
+}
+
+// pendingCard is an approval waiting for a decision. opts: me, live,
+// selectable, onSelect(id, on), onDecided().
+function pendingCard(a, opts) {
+  const id = a.id;
+  let state = "pending"; // pending | deciding | decided | refused
+  let stale = false;
+  const badge = h("span", { class: "badge badge--pending", text: "Pending" });
+  const timer = h("span", { class: "countdown", attrs: { role: "timer", "aria-live": "off" } });
+  const staleNote = h("p", { class: "msg msg--warn", hidden: true, attrs: { role: "status" } },
+    "No longer in the pending queue: it was decided or expired elsewhere. A decision now gets the server's answer. ",
+    h("button", { type: "button", class: "btn btn--quiet", text: "Dismiss", on: { click: () => el.parentElement && el.parentElement.dispatchEvent(new CustomEvent("approval-dismiss", { detail: id })) } }));
+  const noteId = `note-${id}`;
+  const note = h("textarea", { id: noteId, rows: 2, attrs: { maxlength: 2000 } });
+  const approveBtn = h("button", { type: "button", class: "btn btn--primary", text: "Approve", on: { click: () => decide(true) } });
+  const denyBtn = h("button", { type: "button", class: "btn btn--danger", text: "Deny", on: { click: () => decide(false) } });
+  const editBtn = h("button", { type: "button", class: "btn", text: "Edit input", attrs: { "aria-expanded": "false", "aria-controls": `editor-${id}` }, on: { click: toggleEditor } });
+  const err = alertBox();
+  const result = h("div", { class: "result", hidden: true, attrs: { role: "status" } });
+
+  // The input editor.
+  const editorId = `input-${id}`;
+  const editor = h("textarea", { id: editorId, class: "json-editor", rows: 8, spellcheck: false, value: pretty(a.input), attrs: { "aria-describedby": `syntax-${id}` } });
+  const syntax = h("p", { id: `syntax-${id}`, class: "syntax small", attrs: { "aria-live": "polite" } });
+  const editErr = alertBox();
+  const approveEdited = h("button", { type: "button", class: "btn btn--primary", text: "Approve with this input", on: { click: approveEdit } });
+  const cancelEdit = h("button", { type: "button", class: "btn", text: "Cancel edit", on: { click: toggleEditor } });
+  const editorBox = h("div", { class: "editor", id: `editor-${id}`, hidden: true },
+    h("label", { for: editorId, text: `Input for ${a.tool} (JSON)` }), editor, syntax, editErr,
+    h("div", { class: "actions" }, approveEdited, cancelEdit));
+  editor.addEventListener("input", checkSyntax);
+
+  const check = opts.selectable
+    ? h("input", { type: "checkbox", id: `select-${id}`, on: { change: () => opts.onSelect(id, check.checked) } })
+    : null;
+  const actions = h("div", { class: "actions" }, approveBtn, denyBtn, editBtn);
+  const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: "Note (optional, recorded in the trace)" }), note, actions, editorBox);
+
+  const el = h("article", { class: "card approval", data: { approvalId: id, runId: a.runId, status: "pending" }, attrs: { "aria-labelledby": `title-${id}` } },
+    h("div", { class: "card__head" },
+      check ? h("span", { class: "check" }, check, h("label", { for: `select-${id}`, class: "sr-only", text: `Select ${a.tool} for run ${a.runId}` })) : null,
+      h("h2", { class: "card__title", id: `title-${id}`, text: a.tool }),
+      badge, timer),
+    facts([
+      ["Agent", a.agent],
+      ["End user", a.endUserId],
+      ["Run", runLink(a.runId)],
+      ["Step", a.stepId],
+      ["Reason", a.reason],
+      ["Requested", timeEl(a.requestedAt, ago(a.requestedAt))],
+      ["Expires", timeEl(a.expiresAt)],
+      ["Approval", h("span", { class: "mono", text: id })],
+    ]),
+    h("div", { class: "input" }, h("h3", { text: "Input" }),
+      h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool}` } })),
+    staleNote, decisionBox, err, result);
+
+  function setBusy(on) {
+    for (const b of [approveBtn, denyBtn, editBtn, approveEdited, cancelEdit]) b.disabled = on;
+    if (check) check.disabled = on || state !== "pending";
+  }
+
+  function toggleEditor() {
+    const open = editorBox.hidden;
+    editorBox.hidden = !open;
+    editBtn.setAttribute("aria-expanded", String(open));
+    approveBtn.disabled = open;
+    if (open) {
+      checkSyntax();
+      editor.focus();
+    } else {
+      showError(editErr, null);
+      editBtn.focus();
+    }
+  }
+
+  function checkSyntax() {
+    try {
+      JSON.parse(editor.value);
+      syntax.textContent = "Valid JSON. The tool's input schema is checked when you approve.";
+      syntax.className = "syntax small ok";
+      approveEdited.disabled = false;
+      return true;
+    } catch (e) {
+      syntax.textContent = "Not valid JSON: " + e.message;
+      syntax.className = "syntax small bad";
+      approveEdited.disabled = true;
+      return false;
+    }
+  }
+
+  async function approveEdit() {
+    if (!checkSyntax()) return;
+    const out = await decide(true, { input: JSON.parse(editor.value) });
+    if (!out.ok && out.error.code === "invalid_argument") editor.focus();
+  }
+
+  // decide sends the decision and updates the card. Resolves {ok, error}.
+  async function decide(approve, { note: noteText, input } = {}) {
+    if (state === "deciding" || state === "decided") return { ok: false, error: { message: "already decided here" } };
+    const body = { note: noteText !== undefined ? noteText : note.value };
+    if (input !== undefined) body.input = input;
+    state = "deciding";
+    setBusy(true);
+    showError(err, null);
+    showError(editErr, null);
+    try {
+      const decided = await post(`/v1/approvals/${enc(id)}/${approve ? "approve" : "deny"}`, body);
+      markDecided(decided);
+      return { ok: true, approval: decided };
+    } catch (e) {
+      if (e.code === "invalid_argument" && input !== undefined) {
+        // The edit broke the tool's schema: nothing was decided.
+        state = "pending";
+        setBusy(false);
+        showError(editErr, e);
+      } else if (e.status === 409) {
+        state = "refused";
+        const st = (e.details && e.details.status) || "";
+        const known = ["approved", "denied", "expired", "cancelled"].includes(st);
+        setBadge(known ? st : "settled", known ? st[0].toUpperCase() + st.slice(1) : "Not pending");
+        timer.textContent = st === "expired" ? `expired ${ago(a.expiresAt)} — nobody decided in time` : "";
+        staleNote.hidden = true;
+        decisionBox.hidden = true;
+        el.dataset.status = st || "refused";
+        showError(err, e);
+        if (check) { check.checked = false; check.disabled = true; }
+        if (opts.onDecided) opts.onDecided();
+      } else {
+        state = "pending";
+        setBusy(false);
+        showError(err, e);
+      }
+      return { ok: false, error: e };
+    }
+  }
+
+  function setBadge(kind, text) {
+    badge.className = "badge badge--" + kind;
+    badge.textContent = text;
+  }
+
+  function markDecided(d) {
+    state = "decided";
+    el.dataset.status = d.status;
+    setBadge(d.status, d.status === "approved" ? "Approved" : "Denied");
+    timer.textContent = "";
+    decisionBox.hidden = true;
+    staleNote.hidden = true;
+    if (check) { check.checked = false; check.disabled = true; }
+    const line = h("p", { class: "run-line" }, "Run ", runLink(a.runId), " ", h("span", { class: "muted", text: "updating…" }));
+    replace(result,
+      h("p", {}, h("strong", { text: d.status === "approved" ? "Approved" : "Denied" }), ` by ${who(d.decidedBy, opts.me)} at ${stamp(d.decidedAt)}`,
+        d.note ? [" — note: ", h("q", { text: d.note })] : null),
+      d.originalInput ? h("p", { class: "small", text: "Approved with an edited input:" }) : null,
+      d.originalInput ? h("pre", { class: "json", text: pretty(d.input) }) : null,
+      line);
+    result.hidden = false;
+    opts.live.watch(a.runId, (run, e) => {
+      if (e) replace(line, "Run ", runLink(a.runId), ": ", e.message);
+      else replace(line, ...runStatusLine(run));
+    });
+    if (opts.onDecided) opts.onDecided();
+  }
+
+  function tick() {
+    if (state !== "pending" && state !== "deciding") return;
+    const left = new Date(a.expiresAt).getTime() - Date.now();
+    if (left > 0) {
+      timer.textContent = "expires in " + countdown(left);
+      timer.classList.toggle("countdown--soon", left < 60000);
+    } else {
+      setBadge("expired", "Expired");
+      el.dataset.expired = "true";
+      timer.textContent = `expired ${ago(a.expiresAt)} — nobody decided in time`;
+    }
+  }
+  tick();
+
+  return {
+    id, el, approval: a, tick, decide,
+    pending: () => state === "pending",
+    setSelected(on) { if (check) check.checked = on; },
+    setStale(on) {
+      if (stale === on || state !== "pending") return;
+      stale = on;
+      staleNote.hidden = !on;
+      el.classList.toggle("card--stale", on);
+    },
+  };
+}
+
+// settledCard shows a decided, expired or cancelled approval.
+function settledCard(a, me) {
+  const labels = { approved: "Approved", denied: "Denied", expired: "Expired", cancelled: "Cancelled", pending: "Pending" };
+  const rows = [
+    ["Agent", a.agent],
+    ["End user", a.endUserId],
+    ["Run", runLink(a.runId)],
+    ["Step", a.stepId],
+    ["Reason", a.reason],
+    ["Requested", timeEl(a.requestedAt)],
+  ];
+  let outcome;
+  if (a.status === "expired") {
+    rows.push(["Expired", timeEl(a.expiresAt)]);
+    outcome = h("p", { class: "outcome outcome--expired" }, h("strong", { text: "Expired: nobody decided in time." }), ` It was due by ${stamp(a.expiresAt)}; the run failed with approval-expired.`);
+  } else if (a.status === "denied") {
+    rows.push(["Denied by", who(a.decidedBy, me)], ["Denied at", timeEl(a.decidedAt)]);
+    outcome = h("p", { class: "outcome outcome--denied" }, h("strong", { text: "Denied." }), a.note ? [" Note: ", h("q", { text: a.note })] : " No note.");
+  } else if (a.status === "approved") {
+    rows.push(["Approved by", who(a.decidedBy, me)], ["Approved at", timeEl(a.decidedAt)]);
+    outcome = h("p", { class: "outcome outcome--approved" }, h("strong", { text: "Approved." }), a.note ? [" Note: ", h("q", { text: a.note })] : null);
+  } else if (a.status === "cancelled") {
+    rows.push(["Cancelled by", who(a.decidedBy, me)], ["Cancelled at", timeEl(a.decidedAt)]);
+    outcome = h("p", { class: "outcome" }, "Cancelled with its run.");
+  }
+  rows.push(["Approval", h("span", { class: "mono", text: a.id })]);
+  const el = h("article", { class: `card approval approval--${a.status}`, data: { approvalId: a.id, runId: a.runId, status: a.status } },
+    h("div", { class: "card__head" },
+      h("h2", { class: "card__title", text: a.tool }),
+      h("span", { class: `badge badge--${a.status}`, text: labels[a.status] || a.status })),
+    outcome,
+    facts(rows),
+    a.originalInput
+      ? h("div", { class: "input" },
+        h("h3", { text: "Input (edited before approval)" }), h("pre", { class: "json", text: pretty(a.input) }),
+        h("h3", { text: "Input as requested" }), h("pre", { class: "json", text: pretty(a.originalInput) }))
+      : h("div", { class: "input" }, h("h3", { text: "Input" }), h("pre", { class: "json", text: pretty(a.input) })));
+  return { el };
+}
+
+// settledList: the decided or expired tab.
+function settledList(ctx, body, tab) {
+  const err = alertBox();
+  const list = h("div", { class: "cards" }, h("p", { class: "muted", text: "Loading…" }));
+  replace(body,
+    h("p", { class: "muted" }, tab === "expired"
+      ? "Approvals nobody decided before their deadline. Their runs failed with approval-expired: expired is not denied."
+      : "Approvals a person approved or denied (and those cancelled with their run), most recent first."),
+    err, list);
+  let stopped = false;
+  const statuses = tab === "expired" ? ["expired"] : ["approved", "denied", "cancelled"];
+  Promise.all(statuses.map((status) => get("/v1/approvals", { status, limit: 50 })))
+    .then((pages) => {
+      if (stopped) return;
+      const all = pages.flatMap((p) => p.approvals);
+      const when = (a) => new Date(a.decidedAt || a.expiresAt).getTime();
+      all.sort((x, y) => when(y) - when(x));
+      if (all.length === 0) {
+        replace(list, h("div", { class: "empty" }, h("p", { class: "empty__title", text: tab === "expired" ? "No approval has expired." : "Nothing decided yet." })));
+        return;
+      }
+      replace(list, all.slice(0, 50).map((a) => settledCard(a, ctx.me).el));
+    })
+    .catch((e) => {
+      list.replaceChildren();
+      showError(err, e);
+    });
+  return () => { stopped = true; };
+}

@@ -1,0 +1,97 @@
+// Building the page with DOM calls only. Data is always set as text
+// (textContent, text nodes, attribute values), never parsed as HTML, and no
+// style attribute is ever written, so the strict Content-Security-Policy
+// holds and nothing from the API can become markup.
+
+// h creates an element. props:
+//   class, text, hidden, disabled, checked, value, type, id, href, for,
+//   attrs {name: value} (set with setAttribute; "style" and on* refused),
+//   data {key: value} (data-* attributes), on {event: handler}.
+// children: nodes, strings (text), arrays, or null/false/undefined (skipped).
+export function h(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null) continue;
+    switch (k) {
+      case "class": e.className = v; break;
+      case "text": e.textContent = String(v); break;
+      case "for": e.htmlFor = v; break;
+      case "hidden": case "disabled": case "checked": case "required": case "open":
+        e[k] = Boolean(v); break;
+      case "value": case "type": case "id": case "href": case "name": case "rows":
+      case "autocomplete": case "placeholder": case "spellcheck": case "title":
+        e[k] = v; break;
+      case "attrs":
+        for (const [name, val] of Object.entries(v)) {
+          if (name === "style" || /^on/i.test(name)) throw new Error("dom: refusing attribute " + name);
+          if (val !== undefined && val !== null && val !== false) e.setAttribute(name, String(val));
+        }
+        break;
+      case "data":
+        for (const [name, val] of Object.entries(v)) if (val !== undefined && val !== null) e.dataset[name] = String(val);
+        break;
+      case "on":
+        for (const [ev, fn] of Object.entries(v)) e.addEventListener(ev, fn);
+        break;
+      default:
+        throw new Error("dom: unknown prop " + k);
+    }
+  }
+  append(e, children);
+  return e;
+}
+
+export function append(parent, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return parent;
+}
+
+// replace sets an element's children.
+export function replace(parent, ...children) {
+  parent.replaceChildren();
+  return append(parent, children);
+}
+
+// alertBox is an inline message (role=alert for errors, status otherwise).
+export function alertBox(kind = "error") {
+  return h("div", { class: "msg msg--" + kind, hidden: true, attrs: { role: kind === "error" ? "alert" : "status" } });
+}
+
+// showError writes an API error into an alertBox in the API's own words.
+export function showError(box, err) {
+  if (!err) {
+    box.hidden = true;
+    box.replaceChildren();
+    return;
+  }
+  const lines = [h("strong", { text: errorTitle(err) }), " ", err.message || String(err)];
+  const fields = err.details && Array.isArray(err.details.fields) ? err.details.fields : [];
+  replace(box, h("p", {}, lines),
+    fields.length > 1 || (fields.length === 1 && !String(err.message).startsWith(fields[0].field))
+      ? h("ul", { class: "fields" }, fields.map((f) => h("li", {}, h("code", { text: f.field || "(body)" }), ": ", f.message)))
+      : null,
+    err.code ? h("p", { class: "msg__code" }, "code ", h("code", { text: err.code })) : null);
+  box.hidden = false;
+}
+
+function errorTitle(err) {
+  switch (err.code) {
+    case "approval_expired": return "Expired:";
+    case "approval_not_pending": return "No longer pending:";
+    case "forbidden": return "Forbidden:";
+    case "unauthenticated": return "Not signed in:";
+    case "not_found": return "Not found:";
+    case "invalid_argument": return "Invalid:";
+    case "network": return "Network:";
+  }
+  return "Error:";
+}
+
+export function showMessage(box, kind, ...content) {
+  box.className = "msg msg--" + kind;
+  replace(box, ...content);
+  box.hidden = false;
+}

@@ -1,0 +1,225 @@
+// Test helpers: a real `stead dev` per test on a free loopback port, the
+// stead CLI against it, headless Chromium driven by playwright-core, and
+// page checks (no script errors, no CSP violations, screenshots).
+
+import { spawn, execFile } from "node:child_process";
+import { mkdtemp, mkdir, rm, readFile, writeFile, cp } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { createServer } from "node:http";
+import { chromium } from "playwright-core";
+
+const run = promisify(execFile);
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = path.resolve(here, "../..");
+export const outDir = process.env.STEAD_E2E_OUT || path.join(here, "out");
+
+export const CHROMIUM = "/usr/bin/chromium";
+export const CHROMIUM_ARGS = [
+  "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--disable-quic",
+];
+export const INSTALL_HINT = "install Chromium with: apt-get update && apt-get install -y chromium";
+
+// Conditions are waited for, never slept on: this is the longest wait.
+export const WAIT = 20_000;
+
+// chromiumMissing says why the browser tests cannot run, or "" when they
+// can. With CI=true a missing browser is a failure, not a skip.
+export function chromiumMissing() {
+  if (existsSync(CHROMIUM)) return "";
+  const why = `${CHROMIUM} is missing; ${INSTALL_HINT}`;
+  if (process.env.CI === "true") throw new Error(why);
+  return why;
+}
+
+// defer runs fn when the test ends, last registered first: pages close
+// before the server they talk to stops.
+const cleanups = new WeakMap();
+export function defer(t, fn) {
+  let list = cleanups.get(t);
+  if (!list) {
+    list = [];
+    cleanups.set(t, list);
+    t.after(async () => {
+      const errors = [];
+      while (list.length) {
+        try { await list.pop()(); } catch (e) { errors.push(e); }
+      }
+      if (errors.length) throw errors.length === 1 ? errors[0] : new AggregateError(errors, errors.map((e) => e.message).join("\n"));
+    });
+  }
+  list.push(fn);
+}
+
+let built = null;
+
+// steadBinary is $STEAD_BIN, or `go build ./cli/stead` once into a temp dir.
+export async function steadBinary() {
+  if (process.env.STEAD_BIN) return process.env.STEAD_BIN;
+  if (!built) {
+    built = (async () => {
+      const dir = await mkdtemp(path.join(tmpdir(), "stead-bin-"));
+      const bin = path.join(dir, "stead");
+      await run("go", ["build", "-o", bin, "./cli/stead"], { cwd: repoRoot });
+      return bin;
+    })();
+  }
+  return built;
+}
+
+// startStead starts `stead dev --example` on 127.0.0.1:0 with its own data
+// folder and CLI config, and stops it when the test ends.
+export async function startStead(t) {
+  const bin = await steadBinary();
+  const dir = await mkdtemp(path.join(tmpdir(), "stead-e2e-"));
+  const env = { ...process.env, STEAD_CONFIG: path.join(dir, "config.json"), STEAD_URL: "", STEAD_KEY: "", NO_COLOR: "1" };
+  const child = spawn(bin, ["dev", "--json", "--example", "--addr", "127.0.0.1:0", "--sweep-interval", "200ms", "--data", path.join(dir, "data"), "--workers", "2"], {
+    env, stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (b) => { stderr += b; });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const started = await new Promise((resolve, reject) => {
+    let out = "";
+    const fail = (why) => reject(new Error(`stead dev did not start: ${why}\n${stderr}`));
+    const timer = setTimeout(() => fail("no output in 20s"), WAIT);
+    child.stdout.on("data", (b) => {
+      out += b;
+      const nl = out.indexOf("\n");
+      if (nl < 0) return;
+      clearTimeout(timer);
+      try { resolve(JSON.parse(out.slice(0, nl))); } catch (e) { fail(e.message + ": " + out); }
+    });
+    child.once("exit", (code) => { clearTimeout(timer); fail("exit " + code); });
+  });
+  const stead = {
+    url: started.url,
+    key: started.ownerKey,
+    dir,
+    env,
+    // cli runs the stead command against this server; resolves stdout.
+    async cli(...args) {
+      try {
+        const { stdout } = await run(bin, args, { env, cwd: dir, timeout: WAIT });
+        return stdout;
+      } catch (e) {
+        throw new Error(`stead ${args.join(" ")}: ${e.message}\n${e.stdout || ""}${e.stderr || ""}`);
+      }
+    },
+    async cliJSON(...args) {
+      return JSON.parse(await stead.cli("--json", ...args));
+    },
+    // api calls the API with the owner key.
+    async api(method, p, body) {
+      const res = await fetch(stead.url + p, {
+        method,
+        headers: { Authorization: "Bearer " + stead.key, "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const doc = await res.json().catch(() => null);
+      if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(doc)}`);
+      return doc;
+    },
+    // startRefund starts the refunds agent for an order and waits until it
+    // awaits approval; returns the run.
+    async startRefund(orderId, { endUser = "demo-user", reason = "damaged", wait = true } = {}) {
+      const args = ["run", "refunds", "--input", JSON.stringify({ orderId, reason }), "--end-user", endUser];
+      if (wait) args.push("--wait");
+      return stead.cliJSON(...args);
+    },
+    logs: () => stderr,
+  };
+  defer(t, async () => {
+    if (child.exitCode === null) child.kill("SIGTERM");
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  });
+  return stead;
+}
+
+// deployWithTimeout deploys a copy of examples/refunds whose refundOrder
+// approvals time out after `timeout`.
+export async function deployWithTimeout(stead, timeout) {
+  const dir = path.join(stead.dir, "refunds-quick");
+  await mkdir(dir, { recursive: true });
+  await cp(path.join(repoRoot, "examples/refunds/handlers.js"), path.join(dir, "handlers.js"));
+  const cfg = JSON.parse(await readFile(path.join(repoRoot, "examples/refunds/stead.json"), "utf8"));
+  cfg.agents.refunds.tools.refundOrder.approvals = { timeout };
+  await writeFile(path.join(dir, "stead.json"), JSON.stringify(cfg, null, 2));
+  return stead.cliJSON("deploy", dir);
+}
+
+export async function launchBrowser() {
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: WAIT });
+}
+
+// openPage opens a page in a fresh context (its own storage) and records
+// what must not happen: uncaught errors, CSP violations, console errors
+// other than the browser's note of an HTTP error status, and credentials
+// in request URLs. The test fails at its end if any happened.
+export async function openPage(t, browser, { width = 1200, height = 900 } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, locale: "en-US" });
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  const problems = [];
+  page.on("pageerror", (e) => problems.push("page error: " + e.message));
+  page.on("console", (m) => {
+    const text = m.text();
+    if (/Content Security Policy/i.test(text)) problems.push("CSP violation: " + text);
+    else if (m.type() === "error" && !/^Failed to load resource: the server responded with a status of (4\d\d)/.test(text)) {
+      problems.push("console error: " + text);
+    }
+  });
+  page.on("request", (r) => {
+    if (/stk_|stc_|access_token=/.test(r.url())) problems.push("credential in a URL: " + r.url());
+  });
+  defer(t, async () => {
+    await context.close();
+    if (problems.length) throw new Error("the page misbehaved:\n" + problems.join("\n"));
+  });
+  return page;
+}
+
+export async function screenshot(page, name) {
+  await mkdir(outDir, { recursive: true });
+  await page.screenshot({ path: path.join(outDir, name + ".png"), fullPage: true });
+}
+
+export async function signIn(page, stead, { shot } = {}) {
+  await page.goto(stead.url + "/console/");
+  await page.getByLabel("API key").fill(stead.key);
+  if (shot) await screenshot(page, shot);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Approvals", level: 1 }).waitFor();
+}
+
+// markPage tags the window; unmarkedReload says whether it was reloaded since.
+export async function markPage(page) {
+  await page.evaluate(() => { window.__steadMark = "kept"; });
+}
+
+export async function wasReloaded(page) {
+  return (await page.evaluate(() => window.__steadMark)) !== "kept";
+}
+
+// serveStatic serves one HTML page on another loopback origin
+// (127.0.0.2, while Stead listens on 127.0.0.1), for the cross-origin
+// embed test.
+export async function serveStatic(t, html) {
+  const server = createServer((req, res) => {
+    if (req.url === "/" || req.url.startsWith("/?")) {
+      res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" });
+      res.end(html);
+      return;
+    }
+    res.writeHead(404);
+    res.end();
+  });
+  await new Promise((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.2", resolve));
+  defer(t, () => new Promise((resolve) => server.close(resolve)));
+  return `http://127.0.0.2:${server.address().port}/`;
+}
