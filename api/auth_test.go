@@ -312,4 +312,11 @@ func TestBrokerRoutes(t *testing.T) {
 	}
 	w.must(w.do("DELETE", "/v1/broker/orders/o-1?endUserId=alice", w.owner, nil), 204)
 	w.must(w.do("DELETE", "/v1/broker/orders/o-1?endUserId=alice", w.owner, nil), 404)
+	// Keys follow the same rule as in handlers: whatever a handler can store,
+	// the API can read and delete.
+	for _, key := range []string{"ann@example.com", "orders%2F2026%2Fo-1"} {
+		w.must(w.do("PUT", "/v1/broker/contacts/"+key+"?endUserId=alice", w.owner, map[string]any{"value": 1}), 200)
+		w.must(w.do("GET", "/v1/broker/contacts/"+key+"?endUserId=alice", w.owner, nil), 200)
+		w.must(w.do("DELETE", "/v1/broker/contacts/"+key+"?endUserId=alice", w.owner, nil), 204)
+	}
 }

@@ -4,15 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
 
 	"stead/store"
 )
-
-// brokerName is what a collection or record key may be.
-var brokerName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-const brokerNameRule = `must be 1 to 128 letters, digits, "_", "." or "-"`
 
 // brokerScope returns the broker scope a request may touch: a broker
 // token's own, or, for a project key, the end user named by ?endUserId=.
@@ -33,11 +27,13 @@ func brokerScope(r *http.Request, c *caller) (store.BrokerScope, error) {
 		}
 		sc = store.BrokerScope{ProjectID: c.actor.ProjectID, EndUserID: eu}
 	}
-	if col := r.PathValue("collection"); !brokerName.MatchString(col) {
-		q.bad("collection", "%s (got %q)", brokerNameRule, col)
+	if err := store.CheckBrokerCollection(r.PathValue("collection")); err != nil {
+		q.bad("collection", "%s", err)
 	}
-	if key := r.PathValue("key"); r.Pattern != "GET /v1/broker/{collection}" && !brokerName.MatchString(key) {
-		q.bad("key", "%s (got %q)", brokerNameRule, key)
+	if r.Pattern != "GET /v1/broker/{collection}" {
+		if err := store.CheckBrokerKey(r.PathValue("key")); err != nil {
+			q.bad("key", "%s", err)
+		}
 	}
 	return sc, q.err()
 }

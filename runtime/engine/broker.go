@@ -62,8 +62,11 @@ func (b *storeBroker) List(ctx context.Context, collection string) ([]jsvm.Broke
 		for _, r := range page.Items {
 			items = append(items, jsvm.BrokerItem{Key: r.Key, Value: r.Value})
 		}
-		if page.NextCursor == "" || len(items) >= maxBrokerList {
+		if page.NextCursor == "" {
 			return items, nil
+		}
+		if len(items) >= maxBrokerList {
+			return nil, fmt.Errorf("list %s: the collection has more than %d records; keep collections smaller (e.g. one per order status)", collection, maxBrokerList)
 		}
 		cursor = page.NextCursor
 	}

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"stead/runtime/bundle"
 	"stead/runtime/engine"
+	"stead/runtime/jsvm"
 	"stead/store"
+	"stead/store/fsblob"
 )
 
 // crashingStore fails the write that records a chosen step's completion (or
@@ -246,5 +249,107 @@ func TestAgentLoopCrashMidCallReRunsWithSameKey(t *testing.T) {
 	}
 	if l.count() != 2 {
 		t.Errorf("%d model requests, want 2: the saved turn is not asked again", l.count())
+	}
+}
+
+// A step whose worker dies every time is not retried forever: after
+// MaxAttempts claims the run fails, saying why.
+func TestStepGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{step: "two", crashes: 100}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2*engine.MaxAttempts && !h.run(r.ID).Status.Terminal(); i++ {
+		for _, id := range h.queue.take() {
+			if err := h.eng.Execute(h.ctx, id); err != nil && !errors.Is(err, errCrash) {
+				t.Fatal(err)
+			}
+		}
+		h.clock.Advance(time.Hour) // past any lease
+		if _, err := h.eng.Sweep(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if r.Error.Step != "two" || !strings.Contains(r.Error.Message, "did not complete in 5 attempts") {
+		t.Errorf("error = %+v", r.Error)
+	}
+	if c := h.calls(r.ID, "two"); len(c) != engine.MaxAttempts {
+		t.Errorf("step two ran %d times, want %d", len(c), engine.MaxAttempts)
+	}
+	if c := h.calls(r.ID, "one"); len(c) != 1 {
+		t.Errorf("step one ran %d times", len(c))
+	}
+}
+
+// A run whose deployment cannot be loaded (its bundle is gone) fails clearly
+// instead of being dispatched again at every sweep.
+func TestUnrunnableDeploymentFailsRun(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.queue.take()
+	empty, err := fsblob.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Blobs = empty
+	h.restart() // a new process, whose blob store lacks the bundle
+	if err := h.eng.Execute(h.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if !strings.Contains(r.Error.Message, "deployment 1 cannot run this run") || !strings.Contains(r.Error.Message, "not found") {
+		t.Errorf("error = %+v", r.Error)
+	}
+	if res, _ := h.eng.Sweep(h.ctx); res.Redispatched != 0 {
+		t.Errorf("the failed run is dispatched again: %+v", res)
+	}
+}
+
+// sharedBreach makes the first call of one export end as the handler runtime
+// reports a memory breach it cannot pin on that handler (others ran too).
+type sharedBreach struct {
+	engine.Invoker
+	export string
+	mu     sync.Mutex
+	done   bool
+}
+
+func (s *sharedBreach) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	res, err := s.Invoker.Invoke(ctx, b, inv)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inv.Export == s.export && !s.done {
+		s.done = true
+		return res, &jsvm.Error{Code: jsvm.CodeMemory, Retryable: true, Message: "memory limit exceeded: … may not be the cause"}
+	}
+	return res, err
+}
+
+// A step interrupted by a memory breach that may be a neighbour's is tried
+// again with the same key, not failed.
+func TestRetryableHandlerErrorRequeuesTheStep(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker { return &sharedBreach{Invoker: rt, export: "addNote"} }
+	})
+	r := h.start("plain", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	c := h.calls(r.ID, "two")
+	if len(c) != 2 || c[0].Key != c[1].Key {
+		t.Errorf("step two calls = %+v, want two with the same key", c)
+	}
+	types := h.eventTypes(r.ID)
+	if !slices.Contains(types, "step.retrying") || slices.Contains(types, "run.failed") {
+		t.Errorf("trace = %v", types)
 	}
 }

@@ -17,11 +17,12 @@ type DecideParams struct {
 	Approve    bool
 	Note       string
 	// Input, on approve, replaces the call's input. It is validated against
-	// the tool's schema first; an invalid edit decides nothing.
+	// the tool's schema and the agent's deny rules first; a refused edit
+	// decides nothing.
 	Input json.RawMessage
 }
 
-// EditError is an edited input the tool's schema refuses.
+// EditError is an edited input the tool's schema or a deny rule refuses.
 type EditError struct{ Err error }
 
 func (e *EditError) Error() string { return e.Err.Error() }
@@ -133,6 +134,11 @@ func (e *Engine) validateEdit(ctx context.Context, a approvals.Approval, input j
 	}
 	if err := tool.ValidateInput(v); err != nil {
 		return &EditError{err}
+	}
+	// An edit must not take the call where policy never lets it go: deny
+	// rules bind approvers too.
+	if d := ag.Decide(tool.Name, v, false); d.Outcome == agent.Deny {
+		return &EditError{fmt.Errorf("the edited input is refused by policy: %s", d.Reason)}
 	}
 	return nil
 }

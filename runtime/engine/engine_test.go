@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -534,5 +535,48 @@ func TestDeployRefusals(t *testing.T) {
 	page, _ := h.store.ListDeployments(h.ctx, h.project, "", 10)
 	if len(page.Items) != 1 {
 		t.Errorf("%d deployments, want 1: refused deployments must store nothing", len(page.Items))
+	}
+}
+
+// A wait that runs out answers with the run as it stands, never an error,
+// however short the wait and wherever it ends relative to the poll.
+func TestWaitRunningOutAnswersWithTheRun(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	for _, d := range []time.Duration{0, time.Nanosecond, time.Millisecond, 5 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(h.ctx, d)
+		got, err := h.eng.WaitFor(ctx, h.dev, r.ID, func(r store.Run) bool { return r.Status.Terminal() })
+		cancel()
+		if err != nil || got.ID != r.ID || got.Status != store.RunAwaitingApproval {
+			t.Errorf("wait %v: %s %s, %v", d, got.ID, got.Status, err)
+		}
+	}
+}
+
+// An approver's edit cannot take a call where a deny rule forbids it, and the
+// approved input is checked against deny rules again before it runs.
+func TestEditCannotBypassDenyRule(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("rules", `{"text":"plain","amount":5}`)
+	a := h.pending(r.ID)
+	_, err := h.decide(h.owner, a.ID, true, "", `{"amount": 5000}`)
+	var ee *engine.EditError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "refused by policy: ") || !strings.Contains(err.Error(), "never automatic") {
+		t.Fatalf("edit into a deny rule: err = %v", err)
+	}
+	if still := h.pending(r.ID); still.Status != approvals.Pending || string(still.Input) != string(a.Input) {
+		t.Fatalf("the refused edit changed the approval: %+v", still)
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Fatalf("refund ran: %+v", c)
+	}
+	if _, err := h.decide(h.owner, a.ID, true, "", `{"amount": 6}`); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+	if c := h.calls(r.ID, "refund"); len(c) != 1 || jsonString(c[0].Input) != `{"amount":6}` {
+		t.Errorf("refund calls = %+v", c)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"stead/approvals"
 	"stead/runtime/agent"
+	"stead/runtime/bundle"
 	"stead/runtime/jsvm"
 	"stead/store"
 )
@@ -52,24 +53,19 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	}
 	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
 	if err != nil {
+		if unrunnable(err) {
+			return e.failUnrunnable(ctx, r, err)
+		}
 		return fmt.Errorf("execute %s: %w", runID, err)
 	}
 	ag, ok := d.config.Agent(r.Agent)
 	if !ok {
-		return fmt.Errorf("execute %s: agent %q is not in deployment %d", runID, r.Agent, r.Deployment)
+		return e.failUnrunnable(ctx, r, fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment))
 	}
 	lease := e.lease(d.config, ag)
-	r, err = e.store.ClaimRun(ctx, store.ClaimParams{
-		RunID: runID, Owner: e.cfg.WorkerID + "/" + e.newID("lease"), Until: now.Add(lease), Now: now,
-	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("claim %s: %w", runID, err)
-	}
-	e.watch.notify(runID)
 
+	// Listen for a local cancel before claiming, so that a cancel landing
+	// right after the claim still interrupts this execution.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.runningMu.Lock()
@@ -81,12 +77,65 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 		e.runningMu.Unlock()
 	}()
 
+	r, err = e.store.ClaimRun(ctx, store.ClaimParams{
+		RunID: runID, Owner: e.cfg.WorkerID + "/" + e.newID("lease"), Until: now.Add(lease), Now: now,
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", runID, err)
+	}
+	e.watch.notify(runID)
+
 	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease}
-	err = x.execute(ctx)
+	if r.Attempts > MaxAttempts {
+		step := ag.Steps[r.Cursor].ID
+		err = x.fail(ctx, step, CodeInternal, fmt.Sprintf(
+			"step %s did not complete in %d attempts: each time, its worker stopped before recording a result (a crash, a lost lease or memory pressure); giving up",
+			step, MaxAttempts))
+	} else {
+		err = x.execute(ctx)
+	}
 	if errors.Is(err, errStop) {
 		return nil
 	}
 	return err
+}
+
+// MaxAttempts is how many times a step is tried (claims that did not end
+// with the step recorded, a pause or a failure) before its run fails. An
+// approval pause does not count.
+const MaxAttempts = 5
+
+// unrunnable tells errors that will not go away by retrying: the run's
+// deployment, config or bundle is missing or broken.
+func unrunnable(err error) bool {
+	var (
+		be *bundle.Error
+		ce *agent.ConfigError
+	)
+	return errors.Is(err, store.ErrNotFound) || errors.As(err, &be) || errors.As(err, &ce)
+}
+
+// failUnrunnable fails a run whose deployment cannot run it, instead of
+// leaving it for the sweeper to dispatch again and again.
+func (e *Engine) failUnrunnable(ctx context.Context, r store.Run, cause error) error {
+	now := e.now()
+	msg := fmt.Sprintf("deployment %d cannot run this run: %v", r.Deployment, cause)
+	next := r
+	next.Status = store.RunFailed
+	next.Error = &store.RunError{Code: CodeInternal, Message: msg}
+	next.FinishedAt, next.UpdatedAt = now, now
+	next.LeaseOwner, next.LeaseUntil = "", zeroTime
+	_, err := e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{
+		event("run.failed", now, "", map[string]any{"code": CodeInternal, "message": msg}),
+	}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("fail run %s: %w", r.ID, err)
+	}
+	e.watch.notify(r.ID)
+	return nil
 }
 
 func claimable(r store.Run, now time.Time) bool {
@@ -247,6 +296,9 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 			return stepOutput{}, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: stored input is not JSON: %v", approved.ID, err))
 		}
 		policy = map[string]any{"decision": "approved", "approvalId": approved.ID, "by": approved.DecidedBy}
+		if d, denied := x.deniedDespiteApproval(tool, input); denied {
+			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+		}
 	} else {
 		if err := tool.ValidateInput(input); err != nil {
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts})
@@ -329,6 +381,11 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 	}
 	hc := handlerCall{costs: x.record(s.ID, res, tool.Name, extra["callId"]), took: x.e.now().Sub(started)}
 	hc.untrusted = tool.Source == agent.SourceExternal || len(res.Untrusted) > 0
+	if je, ok := jsvm.AsError(err); ok && je.Retryable {
+		// Not necessarily this handler's doing: try the step again (up to
+		// MaxAttempts) rather than fail the run.
+		return hc, x.requeue(ctx, s.ID, tool.Name, je.Message)
+	}
 	if err != nil {
 		hc.code, hc.msg = CodeHandlerError, fmt.Sprintf("%s failed: %v", tool.Name, err)
 		var je *jsvm.Error
@@ -422,6 +479,14 @@ func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID stri
 	return &a, nil
 }
 
+// deniedDespiteApproval re-checks an approved input against the deny rules:
+// an approval never lets a call through that policy denies (Decide refuses
+// such edits; this guards the input that is about to run).
+func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Decision, bool) {
+	d := x.agent.Decide(tool.Name, input, x.run.Trust == store.Untrusted)
+	return d, d.Outcome == agent.Deny
+}
+
 // pause records an approval for the call and releases the run.
 func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, input any, reason string) error {
 	raw, err := json.Marshal(input)
@@ -463,6 +528,7 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 	next.Status = store.RunAwaitingApproval
 	next.ApprovalID = a.ID
 	next.LeaseOwner, next.LeaseUntil = "", zeroTime
+	next.Attempts = 0 // resuming after the decision is not a retry
 	if err := x.commit(ctx, next, nil, &a); err != nil {
 		return err
 	}
@@ -477,12 +543,14 @@ func (x *execution) complete(ctx context.Context, s *agent.Step, out stepOutput)
 	next.Cursor++
 	next.ApprovalID = ""
 	next.StepState = nil
-	next.Attempts = 0
+	// The claim goes on to the next step: its first attempt.
+	next.Attempts = 1
 	step := &store.Step{
 		RunID: x.run.ID, Index: s.Index, ID: s.ID, Output: out.output, Costs: out.costs,
 		IdempotencyKey: out.key, CompletedAt: now,
 	}
 	if next.Cursor >= len(x.agent.Steps) {
+		next.Attempts = 0
 		next.Status = store.RunSucceeded
 		next.Output = out.output
 		next.FinishedAt = now
@@ -494,6 +562,21 @@ func (x *execution) complete(ctx context.Context, s *agent.Step, out stepOutput)
 	}
 	x.outputs[s.ID] = out.value
 	return nil
+}
+
+// requeue puts the run back in the queue to try the current step again, and
+// returns errStop. The next claim counts as another attempt.
+func (x *execution) requeue(ctx context.Context, step, tool, why string) error {
+	now := x.e.now()
+	x.emit("step.retrying", step, map[string]any{"tool": tool, "attempt": x.run.Attempts, "reason": why})
+	next := x.run
+	next.Status = store.RunQueued
+	next.LeaseOwner, next.LeaseUntil = "", now
+	if err := x.commit(ctx, next, nil, nil); err != nil {
+		return err
+	}
+	_ = x.e.cfg.Dispatch.Dispatch(ctx, x.run.ID) // or the sweeper, at once
+	return errStop
 }
 
 // fail ends the run as failed and returns errStop (or the write's error).

@@ -200,6 +200,7 @@ type harness struct {
 	t   *testing.T
 	ctx context.Context
 	eng *engine.Engine
+	rt  *jsvm.Runtime
 	// cfg builds eng; restart builds another engine from it, as a new
 	// process over the same store would be.
 	cfg engine.Config
@@ -221,6 +222,8 @@ type harness struct {
 
 type options struct {
 	wrap func(store.Store) store.Store
+	// invoker, if set, wraps the handler runtime (fault injection).
+	invoker func(engine.Invoker) engine.Invoker
 	// maxToolResult sets engine.ModelOptions.MaxToolResult;
 	// maxOutputInline sets engine.Config.MaxOutputInline.
 	maxToolResult, maxOutputInline int
@@ -274,11 +277,15 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	q := &queue{}
 	env := map[string]string{}
 	sl := &sleeps{clock: clk}
+	var inv engine.Invoker = rt
+	if o.invoker != nil {
+		inv = o.invoker(rt)
+	}
 	cfg := engine.Config{
 		Store:           st,
 		Blobs:           blobs,
 		Compiler:        bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker:         rt,
+		Invoker:         inv,
 		Dispatch:        q,
 		Now:             clk.Now,
 		WorkerID:        "test",
@@ -304,7 +311,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		}
 	}
 	h := &harness{
-		t: t, ctx: ctx, eng: eng, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
+		t: t, ctx: ctx, eng: eng, rt: rt, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
 		owner:    approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleOwner, ID: "key_owner"},
 		dev:      approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper, ID: "key_dev"},
 		customer: approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleCustomer, ID: "customer:alice", EndUserID: "alice"},
@@ -329,7 +336,7 @@ func (h *harness) deploy(actor approvals.Actor, src, cfg string) store.Deploymen
 func (h *harness) restart() {
 	h.t.Helper()
 	cfg := h.cfg
-	cfg.Compiler = bundle.NewCompiler(bundle.Options{Setup: h.cfg.Invoker.(*jsvm.Runtime).Setup})
+	cfg.Compiler = bundle.NewCompiler(bundle.Options{Setup: h.rt.Setup})
 	cfg.WorkerID = "test-2"
 	eng, err := engine.New(cfg)
 	if err != nil {

@@ -243,6 +243,9 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 			return x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: stored input is not JSON: %v", a.ID, err))
 		}
 		policy = map[string]any{"decision": "approved", "approvalId": a.ID, "by": a.DecidedBy}
+		if d, denied := x.deniedDespiteApproval(tool, input); denied {
+			return x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+		}
 	case a != nil:
 		// Denied or expired, and the run resumed: onDecline is tell-model.
 		x.emit("tool.declined", s.ID, map[string]any{

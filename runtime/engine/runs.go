@@ -87,10 +87,9 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 		return store.Run{}, false, fmt.Errorf("create run: %w", err)
 	}
 	e.watch.notify(created.ID)
-	if err := e.cfg.Dispatch.Dispatch(ctx, created.ID); err != nil {
-		// The run is stored; the sweeper dispatches it after DispatchGrace.
-		return created, true, nil
-	}
+	// A lost dispatch is not an error: the run is stored, and the sweeper
+	// dispatches it after DispatchGrace.
+	_ = e.cfg.Dispatch.Dispatch(ctx, created.ID)
 	return created, true, nil
 }
 

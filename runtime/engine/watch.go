@@ -85,20 +85,41 @@ func (h *hub) notify(runID string) {
 // WaitRun blocks until the run's Version exceeds afterVersion (or ctx ends)
 // and returns the run as it then stands. A run changed in this process wakes
 // the waiter at once; changes by other processes are seen within the poll
-// interval.
+// interval. When ctx ends, WaitRun answers with the run as it last read it:
+// a wait running out is not an error.
 func (e *Engine) WaitRun(ctx context.Context, actor approvals.Actor, runID string, afterVersion int64) (store.Run, error) {
+	return e.waitRun(ctx, actor, runID, afterVersion, nil)
+}
+
+// waitRun is WaitRun with the run as the caller last read it, if any.
+func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID string, afterVersion int64, last *store.Run) (store.Run, error) {
 	ch := e.watch.subscribe(runID)
 	defer e.watch.unsubscribe(runID, ch)
 	t := time.NewTicker(e.cfg.PollInterval)
 	defer t.Stop()
 	for {
-		r, err := e.GetRun(ctx, actor, runID)
-		if err != nil || r.Version > afterVersion {
+		if last != nil && ctx.Err() != nil {
+			return *last, nil
+		}
+		readCtx := ctx
+		if last == nil {
+			// The first read happens even if the wait is already over, so
+			// that there is always a run to answer with.
+			readCtx = context.WithoutCancel(ctx)
+		}
+		r, err := e.GetRun(readCtx, actor, runID)
+		if err != nil {
+			if last != nil && ctx.Err() != nil {
+				return *last, nil // the read lost the race with the deadline
+			}
 			return r, err
 		}
+		if r.Version > afterVersion {
+			return r, nil
+		}
+		last = &r
 		select {
 		case <-ctx.Done():
-			return r, nil
 		case <-ch:
 		case <-t.C:
 		}
@@ -106,14 +127,17 @@ func (e *Engine) WaitRun(ctx context.Context, actor approvals.Actor, runID strin
 }
 
 // WaitFor blocks until done(run) is true or ctx ends, returning the run as it
-// last stood.
+// last stood (also when ctx ended).
 func (e *Engine) WaitFor(ctx context.Context, actor approvals.Actor, runID string, done func(store.Run) bool) (store.Run, error) {
-	var version int64 = -1
+	var (
+		version int64 = -1
+		last    *store.Run
+	)
 	for {
-		r, err := e.WaitRun(ctx, actor, runID, version)
+		r, err := e.waitRun(ctx, actor, runID, version, last)
 		if err != nil || done(r) || ctx.Err() != nil {
 			return r, err
 		}
-		version = r.Version
+		version, last = r.Version, &r
 	}
 }

@@ -52,6 +52,10 @@ type Error struct {
 	Name string
 	// Stack is the JS stack, with bundle file:line:column, when known.
 	Stack string
+	// Retryable: the failure may not be this invocation's doing (the heap
+	// went over the limit while other invocations ran too); trying again is
+	// reasonable.
+	Retryable bool
 
 	cause error
 }
@@ -148,6 +152,11 @@ func (w *worker) classify(err error) *Error {
 func (w *worker) memoryError() *Error {
 	return &Error{Code: CodeMemory, Message: fmt.Sprintf(
 		"memory limit exceeded: the handler grew the heap by more than %s; process less data per call", size(w.rt.opts.MemoryLimit))}
+}
+
+func (w *worker) sharedMemoryError() *Error {
+	return &Error{Code: CodeMemory, Retryable: true, Message: fmt.Sprintf(
+		"memory limit exceeded: the heap grew by more than %s while other handlers ran too, so this one may not be the cause", size(w.rt.opts.MemoryLimit))}
 }
 
 // contextError reports an invocation stopped by its context.

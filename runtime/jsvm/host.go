@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
+
+	"stead/store"
 )
 
 // settle is the part of a host operation that runs back on the VM's
@@ -240,31 +242,29 @@ func (w *worker) getRandomValues(call goja.FunctionCall) goja.Value {
 
 // ---- broker -------------------------------------------------------------------
 
-const (
-	maxCollection = 256
-	maxKey        = 1024
-)
-
 // brokerCall validates the (collection[, key]) arguments and the broker.
 // It returns a rejected promise when something is wrong.
 func (w *worker) brokerCall(c *call, call goja.FunctionCall, method string, withKey bool) (coll, key string, fail goja.Value) {
 	name := "context.broker." + method
 	w.bound(c, name)
-	str := func(i int, what string, limit int) string {
+	str := func(i int, what string, check func(string) error) string {
 		v := call.Argument(i)
 		s, ok := primitiveString(v)
-		switch {
-		case fail != nil:
-		case !ok || s == "":
+		if fail != nil {
+			return s
+		}
+		if !ok || s == "" {
 			fail = w.jsError("TypeError", fmt.Sprintf("%s: %s must be a non-empty string, got %s", name, what, typeOf(v)))
-		case len(s) > limit:
-			fail = w.jsError("TypeError", fmt.Sprintf("%s: %s is %d bytes, over the %d-byte limit", name, what, len(s), limit))
+		} else if err := check(s); err != nil {
+			fail = w.jsError("TypeError", fmt.Sprintf("%s: %s", name, err))
 		}
 		return s
 	}
-	coll = str(0, "collection", maxCollection)
+	// The same rules as the HTTP API's broker routes, so that whatever a
+	// handler stores can be read and removed there too.
+	coll = str(0, "collection", store.CheckBrokerCollection)
 	if withKey {
-		key = str(1, "key", maxKey)
+		key = str(1, "key", store.CheckBrokerKey)
 	}
 	if fail == nil && c.inv.Broker == nil {
 		fail = w.jsError("Error", name+": the broker is not available for this invocation (no broker is configured)")

@@ -243,6 +243,9 @@ export function normalWork() { return new Array(1000).fill(7).length + "x".repea
 			if !strings.Contains(e.Message, "memory limit exceeded") {
 				t.Errorf("message %q", e.Message)
 			}
+			if e.Retryable {
+				t.Error("a breach with no other handler running is marked retryable")
+			}
 			if elapsed > 5*time.Second {
 				t.Errorf("took %s", elapsed)
 			}
@@ -254,4 +257,74 @@ export function normalWork() { return new Array(1000).fill(7).length + "x".repea
 			}
 		})
 	}
+}
+
+// gateBroker's Get tells the test it was called, then waits until the
+// test lets it answer.
+type gateBroker struct {
+	MemoryBroker
+	entered, release chan struct{}
+}
+
+func (b *gateBroker) Get(ctx context.Context, _, _ string) (json.RawMessage, bool, error) {
+	close(b.entered)
+	<-b.release
+	return nil, false, nil
+}
+
+// A handler that breaches the memory limit while another runs cannot be
+// singled out by a process-wide heap: both errors say so (Retryable), so the
+// engine retries instead of failing the neighbour's run. Runs serially.
+func TestSharedMemoryBreachIsRetryable(t *testing.T) {
+	const limit = 32 << 20
+	r := newRuntime(t, Options{MemoryLimit: limit})
+	b := load(t, r, `
+export async function waitOnHost(input, context) { await context.broker.get("c", "k"); return "done"; }
+export function pushLoop() { const a = []; for (let i = 0; ; i++) a.push({ i, s: "item " + i }); }
+`)
+	br := &gateBroker{entered: make(chan struct{}), release: make(chan struct{})}
+	neighbour := make(chan *Error, 1)
+	go func() {
+		_, e := doInv(t, r, b, Invocation{Export: "waitOnHost", Broker: br})
+		neighbour <- e
+	}()
+	<-br.entered
+	// The watchdog takes the neighbour's baseline at its first sample.
+	for deadline := time.Now().Add(5 * time.Second); !baselineTaken(r); {
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog never sampled the running invocation")
+		}
+		runtime.Gosched()
+	}
+	_, hog := do(t, r, b, "pushLoop", "")
+	close(br.release)
+	e := <-neighbour
+	runtime.GC()
+	wantCode(t, hog, CodeMemory)
+	if !hog.Retryable {
+		t.Errorf("the hog's error, with a neighbour running, is not marked retryable: %+v", hog)
+	}
+	wantCode(t, e, CodeMemory)
+	if !e.Retryable || !strings.Contains(e.Message, "may not be the cause") {
+		t.Errorf("the neighbour's error = %+v, want a retryable memory error", e)
+	}
+	// Alone, the hog's breach is its own.
+	_, hog = do(t, r, b, "pushLoop", "")
+	runtime.GC()
+	wantCode(t, hog, CodeMemory)
+	if hog.Retryable {
+		t.Error("a breach with no other handler running is marked retryable")
+	}
+}
+
+// baselineTaken reports whether every running invocation has its baseline.
+func baselineTaken(r *Runtime) bool {
+	r.wd.mu.Lock()
+	defer r.wd.mu.Unlock()
+	for w := range r.wd.active {
+		if w.baseline < 0 {
+			return false
+		}
+	}
+	return len(r.wd.active) > 0
 }

@@ -665,7 +665,8 @@ export async function roundTrip(input, context) {
   const after = await br.list("orders");
   const errs = [];
   for (const f of [() => br.get("", "k"), () => br.get("c"), () => br.put("c", "k", undefined),
-                   () => br.put("c", "k", () => 1), () => br.list(42)]) {
+                   () => br.put("c", "k", () => 1), () => br.list(42), () => br.get("a/b", "k"),
+                   () => br.get("c", "line\nbreak")]) {
     try { await f(); errs.push("accepted"); } catch (e) { errs.push(e.name + ": " + e.message); }
   }
   return { missing: missing === undefined, got, list, deleted, deletedAgain, after, errs };
@@ -695,7 +696,8 @@ export async function noBroker(input, context) {
 		t.Errorf("round trip: %s", res.Output)
 	}
 	for i, want := range []string{"collection must be a non-empty string", "key must be a non-empty string",
-		"not JSON-serializable", "not JSON-serializable", "collection must be a non-empty string"} {
+		"not JSON-serializable", "not JSON-serializable", "collection must be a non-empty string",
+		`collection may hold only letters, digits`, "key must not contain control characters"} {
 		if !strings.HasPrefix(got.Errs[i], "TypeError") || !strings.Contains(got.Errs[i], want) {
 			t.Errorf("bad call %d: %q, want TypeError %q", i, got.Errs[i], want)
 		}

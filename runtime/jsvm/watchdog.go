@@ -23,7 +23,10 @@ const watchInterval = 2 * time.Millisecond
 // Memory: it samples the Go heap and interrupts the VM of every invocation
 // whose growth over its baseline passes the limit. The heap is the
 // process's: concurrent invocations share one signal, and a breach
-// interrupts each invocation whose own baseline is exceeded. Before
+// interrupts each invocation whose own baseline is exceeded. When several
+// ran, the culprit cannot be told from its neighbours: their errors say so
+// (Error.Retryable), and the engine retries those steps instead of failing
+// them — the culprit breaches again, the others complete. Before
 // interrupting, the watchdog forces a collection and re-measures, so garbage
 // alone never counts as a breach.
 //
@@ -53,6 +56,7 @@ type watch struct {
 	ctx      context.Context
 	baseline int64 // live heap when first sampled; -1 until then
 	tripped  bool  // interrupted for memory
+	shared   bool  // other invocations ran when it tripped: the cause is uncertain
 	timedOut bool  // interrupted because ctx ended
 	stop     func() bool
 	used     atomic.Int64 // last measured growth over baseline, bytes
@@ -83,7 +87,7 @@ func newWatchdog(limit int64) *watchdog {
 func (wd *watchdog) add(w *watch, ctx context.Context) {
 	w.ctx = ctx
 	w.baseline = -1
-	w.tripped, w.timedOut = false, false
+	w.tripped, w.shared, w.timedOut = false, false, false
 	w.stop = nil
 	w.used.Store(0)
 	wd.mu.Lock()
@@ -99,19 +103,20 @@ func (wd *watchdog) add(w *watch, ctx context.Context) {
 }
 
 // remove stops watching. It reports whether the VM was interrupted for
-// memory, and whether it was (or may yet be, by an AfterFunc already
-// started) interrupted because ctx ended. After remove returns, nothing
-// the watchdog set up touches w.vm again.
-func (wd *watchdog) remove(w *watch) (memory, deadline bool) {
+// memory (and whether other invocations were running then, so that this one
+// may not be the cause), and whether it was (or may yet be, by an AfterFunc
+// already started) interrupted because ctx ended. After remove returns,
+// nothing the watchdog set up touches w.vm again.
+func (wd *watchdog) remove(w *watch) (memory, shared, deadline bool) {
 	wd.mu.Lock()
 	delete(wd.active, w)
-	memory, deadline = w.tripped, w.timedOut
+	memory, shared, deadline = w.tripped, w.shared, w.timedOut
 	if w.stop != nil && !w.stop() {
 		deadline = true
 	}
 	w.stop, w.ctx = nil, nil
 	wd.mu.Unlock()
-	return memory, deadline
+	return memory, shared, deadline
 }
 
 func (wd *watchdog) stop() {
@@ -190,6 +195,7 @@ func (wd *watchdog) sample(confirm bool) (over bool) {
 			over = true
 			if confirm {
 				w.tripped = true
+				w.shared = len(wd.active) > 1
 				w.vm.Interrupt(errInterruptMemory)
 			}
 		}

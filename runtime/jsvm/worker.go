@@ -153,7 +153,7 @@ func (w *worker) invoke(ctx context.Context, c *call, b *bundle.Bundle, name str
 			e = &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in a host function: %v", r)}
 			out = nil
 		}
-		memory, deadline := w.rt.wd.remove(&w.watch)
+		memory, shared, deadline := w.rt.wd.remove(&w.watch)
 		if deadline {
 			w.broken = true // the interrupt may be pending
 		}
@@ -161,6 +161,9 @@ func (w *worker) invoke(ctx context.Context, c *call, b *bundle.Bundle, name str
 			w.broken = true
 			if e == nil || e.Code != CodeMemory {
 				e, out = w.memoryError(), nil
+			}
+			if shared && c.memBreach == "" {
+				e = w.sharedMemoryError()
 			}
 		}
 		if c.memBreach != "" {
