@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"stead/runtime/engine"
 )
@@ -97,16 +99,19 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request, c *call
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, c *caller) error {
 	d, cfg, err := s.engine.Agents(r.Context(), c.actor)
 	if errors.Is(err, engine.ErrNoDeployment) {
-		writeJSON(w, http.StatusOK, AgentList{Agents: []Agent{}})
+		writeJSON(w, http.StatusOK, AgentList{Agents: []Agent{}, Models: []Model{}})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	out := AgentList{Deployment: d.Version, Agents: []Agent{}}
+	out := AgentList{Deployment: d.Version, Agents: []Agent{}, Models: []Model{}}
 	for _, name := range cfg.AgentNames() {
 		a, _ := cfg.Agent(name)
 		out.Agents = append(out.Agents, agentOf(a))
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Models)) {
+		out.Models = append(out.Models, modelOf(cfg.Models[name]))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -150,3 +150,33 @@ func TestDeployBundleTooLarge(t *testing.T) {
 		t.Errorf("error %+v", e)
 	}
 }
+
+// GET /v1/agents describes model and agent steps and the models, never a
+// model's API key (only the variable that holds it).
+func TestAgentsDescribeModelSteps(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	cfg := `{
+  "models": { "default": { "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1", "model": "small",
+                           "apiKeyEnv": "GATEWAY_KEY", "prices": { "input": 0.15, "output": 0.6 } } },
+  "agents": { "triage": {
+    "tools": { "listOrders": { "effect": "read" } },
+    "steps": [
+      { "id": "summary", "model": "default", "system": "Be brief.", "prompt": "Summarize {{ $input.text }}" },
+      { "id": "loop", "agent": { "model": "default", "instructions": "Help.", "tools": ["listOrders"], "maxTurns": 3, "onDecline": "tell-model" } }
+    ] } } }`
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
+	var list api.AgentList
+	resp := w.must(w.do("GET", "/v1/agents", w.developer, nil), 200)
+	resp.decode(&list)
+	if len(list.Models) != 1 || list.Models[0].APIKeyEnv != "GATEWAY_KEY" || list.Models[0].Prices == nil || list.Models[0].Prices.Output != 0.6 {
+		t.Errorf("models = %+v", list.Models)
+	}
+	steps := list.Agents[0].Steps
+	if steps[0].Kind != "model" || steps[0].Model != "default" || steps[0].Prompt != "Summarize {{ $input.text }}" || steps[0].System != "Be brief." {
+		t.Errorf("model step = %+v", steps[0])
+	}
+	if a := steps[1].Agent; steps[1].Kind != "agent" || a == nil || a.MaxTurns != 3 || a.OnDecline != "tell-model" || len(a.Tools) != 1 {
+		t.Errorf("agent step = %+v %+v", steps[1], a)
+	}
+}

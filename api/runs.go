@@ -273,8 +273,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	out := EventList{Events: make([]Event, 0, len(events)), NextAfter: after}
 	for _, e := range events {
-		out.Events = append(out.Events, eventOf(e))
 		out.NextAfter = e.Seq
+		if ev, ok := eventFor(c, e); ok {
+			out.Events = append(out.Events, ev)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -312,7 +314,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 			return nil
 		}
 		for _, e := range events {
-			b, err := json.Marshal(eventOf(e))
+			after = e.Seq
+			ev, ok := eventFor(c, e)
+			if !ok {
+				continue
+			}
+			b, err := json.Marshal(ev)
 			if err != nil {
 				s.streamFailed(ctx, r, err)
 				return nil
@@ -320,7 +327,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type), b); err != nil {
 				return nil
 			}
-			after = e.Seq
 		}
 		if len(events) > 0 && rc.Flush() != nil {
 			return nil
@@ -347,6 +353,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 			s.streamFailed(ctx, r, err)
 			return nil
 		case idle && (err != nil || next.Version <= run.Version):
+			// A stream lives no longer than its credential: a revoked key or
+			// an expired customer token ends it at the next heartbeat.
+			if _, err := s.authenticate(r, read); err != nil {
+				return nil
+			}
 			// The heartbeat deadline may also cut a store read short.
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
 				return nil

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"stead/api"
 )
@@ -347,5 +348,99 @@ func TestForeignIDsAreNotFound(t *testing.T) {
 	w.must(w.do("GET", "/v1/runs/"+run.ID, w.owner, nil), 200).decode(&got)
 	if got.Status != "awaiting-approval" {
 		t.Errorf("another project's requests moved the run to %s", got.Status)
+	}
+}
+
+// A customer token sees what its run is doing and how it ended, not the
+// operator's detail: no log lines, costs, worker names, idempotency keys or
+// who decided.
+func TestCustomerSeesAFilteredTrace(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	run := w.awaiting("alice")
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200)
+	w.wait(run.ID, "terminal")
+
+	var full, seen api.EventList
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.developer, nil), 200).decode(&full)
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
+	if len(seen.Events) == 0 || seen.NextAfter != full.NextAfter {
+		t.Fatalf("customer sees %d of %d events (next after %d, %d)", len(seen.Events), len(full.Events), seen.NextAfter, full.NextAfter)
+	}
+	var types []string
+	for _, e := range seen.Events {
+		types = append(types, e.Type)
+		for _, secret := range []string{"worker", "idempotencyKey", `"by"`, "key_", "input", "output"} {
+			if strings.Contains(string(e.Data), secret) {
+				t.Errorf("customer event %s shows %s: %s", e.Type, secret, e.Data)
+			}
+		}
+		if e.Type == "approval.denied" && !strings.Contains(string(e.Data), "not eligible") {
+			t.Errorf("the denial's note is not shown: %s", e.Data)
+		}
+	}
+	want := []string{"run.created", "run.started", "step.started", "step.completed", "approval.requested", "approval.denied", "run.failed"}
+	if strings.Join(types, " ") != strings.Join(want, " ") {
+		t.Errorf("customer trace %v, want %v", types, want)
+	}
+	// The stream shows the same.
+	s := w.stream("/v1/runs/"+run.ID+"/events", w.customer)
+	var streamed []string
+	for _, e := range s.rest() {
+		streamed = append(streamed, e.event)
+	}
+	if strings.Join(streamed, " ") != strings.Join(want, " ") {
+		t.Errorf("customer stream %v, want %v", streamed, want)
+	}
+}
+
+func TestCustomerDoesNotSeeLogLines(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	run := w.start("plain", "alice", map[string]any{})
+	w.wait(run.ID, "terminal")
+	var full, seen api.EventList
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.developer, nil), 200).decode(&full)
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
+	logs := func(l api.EventList) (n int) {
+		for _, e := range l.Events {
+			if e.Type == "log" {
+				n++
+			}
+		}
+		return n
+	}
+	if logs(full) == 0 || logs(seen) != 0 || len(seen.Events) >= len(full.Events) {
+		t.Errorf("log events: %d for the developer, %d for the customer", logs(full), logs(seen))
+	}
+}
+
+// A stream lives no longer than its credential: after the customer token
+// expires, the next heartbeat ends the stream instead of sending on.
+func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.Heartbeat = 20e6 })
+	run := w.awaiting("alice")
+	token := w.customerToken("alice", 60)
+	s := w.stream("/v1/runs/"+run.ID+"/events", token)
+	for s.comments == 0 && s.lines.Scan() { // streaming, heartbeats flowing
+		if strings.HasPrefix(s.lines.Text(), ":") {
+			s.comments++
+		}
+	}
+	if s.comments == 0 {
+		t.Fatal("the stream ended before its token expired")
+	}
+	w.clock.Advance(2 * time.Minute)
+	ended := make(chan struct{})
+	go func() {
+		for s.lines.Scan() {
+		}
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its expired token")
 	}
 }

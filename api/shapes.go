@@ -139,10 +139,49 @@ type Tool struct {
 // Step is one step of an agent, its input as written (expressions
 // unresolved).
 type Step struct {
-	ID    string `json:"id"`
-	Kind  string `json:"kind"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Tool and Input: a tool step's.
 	Tool  string `json:"tool,omitempty"`
 	Input any    `json:"input,omitempty"`
+	// Model, System, Prompt and Output: a model step's (Output is its JSON
+	// Schema, absent for a text answer).
+	Model  string          `json:"model,omitempty"`
+	System string          `json:"system,omitempty"`
+	Prompt string          `json:"prompt,omitempty"`
+	Output json.RawMessage `json:"output,omitempty"`
+	// Agent: an agent step's settings.
+	Agent *LoopSettings `json:"agent,omitempty"`
+}
+
+// LoopSettings are an agent step's settings.
+type LoopSettings struct {
+	Model        string   `json:"model"`
+	Instructions string   `json:"instructions,omitempty"`
+	Prompt       string   `json:"prompt,omitempty"`
+	Tools        []string `json:"tools"`
+	MaxTurns     int      `json:"maxTurns"`
+	OnDecline    string   `json:"onDecline"`
+}
+
+// Model is a configured language model. Its API key never leaves the
+// server: only the name of the environment variable that holds it.
+type Model struct {
+	Name      string      `json:"name"`
+	Provider  string      `json:"provider"`
+	BaseURL   string      `json:"baseUrl,omitempty"`
+	Model     string      `json:"model,omitempty"`
+	ModelID   string      `json:"modelId,omitempty"`
+	Region    string      `json:"region,omitempty"`
+	APIKeyEnv string      `json:"apiKeyEnv,omitempty"`
+	Prices    *ModelPrice `json:"prices,omitempty"`
+	TimeoutMs int64       `json:"timeoutMs"`
+}
+
+// ModelPrice is USD per million tokens.
+type ModelPrice struct {
+	Input  float64 `json:"input"`
+	Output float64 `json:"output"`
 }
 
 // PolicyRule is one rule of an agent's policy.
@@ -212,6 +251,7 @@ type DeploymentList struct {
 type AgentList struct {
 	Deployment int     `json:"deployment"`
 	Agents     []Agent `json:"agents"`
+	Models     []Model `json:"models"`
 }
 
 // KeyList is a project's keys, oldest first.
@@ -289,6 +329,56 @@ func eventOf(e store.Event) Event {
 	return Event{Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}
 }
 
+// customerFields says which events an end user's customer token sees, and
+// which of their fields: enough to tell what the run is doing and how it
+// ended — never log lines, costs, worker names, idempotency keys, trust
+// details, model conversations or who decided.
+var customerFields = map[string][]string{
+	"run.created":        {"agent"},
+	"run.started":        {},
+	"step.started":       {"tool"},
+	"step.completed":     {"tool"},
+	"step.failed":        {"code"},
+	"approval.requested": {"approvalId", "tool", "expiresAt"},
+	"approval.approved":  {"approvalId", "tool"},
+	"approval.denied":    {"approvalId", "tool", "note"},
+	"approval.expired":   {"approvalId", "tool", "expiresAt"},
+	"approval.cancelled": {"approvalId", "tool"},
+	"run.succeeded":      {},
+	"run.failed":         {"code"},
+	"run.cancelled":      {},
+}
+
+// customerEventOf is e as a customer token sees it, or false when it does
+// not see e at all.
+func customerEventOf(e store.Event) (Event, bool) {
+	fields, ok := customerFields[e.Type]
+	if !ok {
+		return Event{}, false
+	}
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal(e.Data, &all)
+	kept := map[string]json.RawMessage{}
+	for _, f := range fields {
+		if v, ok := all[f]; ok {
+			kept[f] = v
+		}
+	}
+	data, err := json.Marshal(kept)
+	if err != nil {
+		return Event{}, false
+	}
+	return Event{Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}, true
+}
+
+// eventFor is e as the caller may see it.
+func eventFor(c *caller, e store.Event) (Event, bool) {
+	if c.actor.Role == approvals.RoleCustomer {
+		return customerEventOf(e)
+	}
+	return eventOf(e), true
+}
+
 func deploymentOf(d store.Deployment) Deployment {
 	agents := d.Agents
 	if agents == nil {
@@ -315,10 +405,41 @@ func agentOf(a *agent.Agent) Agent {
 		})
 	}
 	for _, st := range a.Steps {
-		out.Steps = append(out.Steps, Step{ID: st.ID, Kind: string(st.Kind), Tool: st.Tool, Input: st.Input})
+		out.Steps = append(out.Steps, stepOf(st))
 	}
 	for _, r := range a.Policy {
 		out.Policy = append(out.Policy, PolicyRule{Tool: r.Tool, Decision: string(r.Decision), Reason: r.Reason, When: r.When})
+	}
+	return out
+}
+
+func stepOf(st *agent.Step) Step {
+	out := Step{ID: st.ID, Kind: string(st.Kind), Tool: st.Tool, Input: st.Input, Output: st.OutputSchema}
+	text := func(t *agent.Template) string {
+		if t == nil {
+			return ""
+		}
+		return t.String()
+	}
+	if st.Kind == agent.ModelStep {
+		out.Model, out.System, out.Prompt = st.Model, text(st.System), text(st.Prompt)
+	}
+	if l := st.Loop; l != nil {
+		out.Agent = &LoopSettings{
+			Model: l.Model, Instructions: text(l.Instructions), Prompt: text(l.Prompt),
+			Tools: l.Tools, MaxTurns: l.MaxTurns, OnDecline: string(l.OnDecline),
+		}
+	}
+	return out
+}
+
+func modelOf(m *agent.Model) Model {
+	out := Model{
+		Name: m.Name, Provider: string(m.Provider), BaseURL: m.BaseURL, Model: m.Model,
+		ModelID: m.ModelID, Region: m.Region, APIKeyEnv: m.APIKeyEnv, TimeoutMs: m.Timeout.Milliseconds(),
+	}
+	if m.Prices != nil {
+		out.Prices = &ModelPrice{Input: m.Prices.Input, Output: m.Prices.Output}
 	}
 	return out
 }

@@ -391,6 +391,42 @@ func TestLogin(t *testing.T) {
 	if r := s.run(unset, "approvals"); r.code != 0 {
 		t.Errorf("after login: %s", r)
 	}
+	if !strings.Contains(r.stdout, "(owner of project ") {
+		t.Errorf("login does not say who the key is: %s", r.stdout)
+	}
+	// A customer token is not a CLI key, even though it authenticates.
+	tok := strings.TrimSpace(s.mustCLI("token", "demo-user").stdout)
+	r = s.run(unset, "login", "--url", s.srv.URL, "--key", tok)
+	if r.code != 1 || !strings.Contains(r.stderr, "needs an owner or developer API key") {
+		t.Errorf("login with a customer token: %s", r)
+	}
+	if c, _ := readConfig(s.config); c.Key != s.key {
+		t.Error("a refused login replaced the saved key")
+	}
+}
+
+// stead dev leaves a config written by stead login for another server
+// alone; it rewrites a missing one or one of an earlier local server.
+func TestClaimConfig(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "config.json")
+	dev := FileConfig{URL: "http://127.0.0.1:8720", Key: "stk_dev"}
+	if wrote, err := claimConfig(p, dev); !wrote || err != nil {
+		t.Fatalf("missing config: %v %v", wrote, err)
+	}
+	if wrote, _ := claimConfig(p, FileConfig{URL: "http://127.0.0.1:9999", Key: "stk_dev2"}); !wrote {
+		t.Error("an earlier local server's config was not rewritten")
+	}
+	prod := FileConfig{URL: "https://stead.example.com", Key: "stk_prod"}
+	if err := writeConfig(p, prod); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, _ := claimConfig(p, dev); wrote {
+		t.Error("stead dev replaced a login to another server")
+	}
+	if c, _ := readConfig(p); c != prod {
+		t.Errorf("config = %+v, want %+v", c, prod)
+	}
 }
 
 // TestCustomerTokenCannotApprove: a customer token reads its end user's

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -120,7 +121,8 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := writeConfig(cfgPath, FileConfig{URL: baseURL, Key: key}); err != nil {
+	wrote, err := claimConfig(cfgPath, FileConfig{URL: baseURL, Key: key})
+	if err != nil {
 		return err
 	}
 
@@ -131,7 +133,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	}
 	st.StartSweeper(o.sweepInterval)
 
-	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath); err != nil {
+	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath, wrote); err != nil {
 		return err
 	}
 
@@ -320,9 +322,9 @@ func sameJSON(a, b []byte) bool {
 
 // printDevStarted tells where Stead runs, the owner key on first start, and
 // what to do next.
-func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string) error {
+func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string, wroteConfig bool) error {
 	if a.jsonFlag {
-		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "config": cfgPath}
+		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "config": cfgPath, "configWritten": wroteConfig}
 		if created {
 			v["ownerKey"] = key
 		}
@@ -341,7 +343,13 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 	} else {
 		fmt.Fprintf(out, "Project %s\n", proj.ID)
 	}
-	fmt.Fprintf(out, "The CLI is set up to use it (%s).\n", a.tilde(cfgPath))
+	if wroteConfig {
+		fmt.Fprintf(out, "The CLI is set up to use it (%s).\n", a.tilde(cfgPath))
+	} else {
+		fmt.Fprintf(out, "The CLI config (%s) points at another Stead (stead login) and was left unchanged.\n"+
+			"To use this server: export STEAD_URL=%s STEAD_KEY=$(cat %s)\n",
+			a.tilde(cfgPath), baseURL, filepath.Join(o.data, ownerKeyFileName))
+	}
 	if o.example {
 		fmt.Fprint(out, `
 Next steps, in another terminal:
@@ -371,4 +379,32 @@ func (a *app) tilde(p string) string {
 		return "~" + string(filepath.Separator) + rel
 	}
 	return p
+}
+
+// claimConfig writes the CLI config for this dev server unless it points at
+// another Stead that `stead login` set up: a config that is missing, names
+// this server, or names a loopback address (an earlier `stead dev`) is
+// rewritten. It reports whether it wrote.
+func claimConfig(path string, c FileConfig) (bool, error) {
+	old, err := readConfig(path)
+	if err != nil {
+		return false, err
+	}
+	if old.URL != "" && old.URL != c.URL && !loopbackURL(old.URL) {
+		return false, nil
+	}
+	return true, writeConfig(path, c)
+}
+
+func loopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -39,10 +39,19 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 				return usagef("--url %q is not an http(s) URL; use e.g. %s", u, DefaultURL)
 			}
 			c := &client{set: settings{URL: u, URLFrom: "--url", Key: key, KeyFrom: "--key"}, http: a.env.HTTPClient}
-			// Listing deployments needs an owner or developer key: the kind
-			// of key the CLI's commands need.
-			if _, err := c.call(cmd.Context(), request{method: http.MethodGet, path: "/v1/deployments", query: url.Values{"limit": {"1"}}}, nil); err != nil {
+			var me struct {
+				ProjectID string `json:"projectId"`
+				Role      string `json:"role"`
+				ID        string `json:"id"`
+				KeyName   string `json:"keyName"`
+			}
+			if _, err := c.call(cmd.Context(), request{method: http.MethodGet, path: "/v1/me"}, &me); err != nil {
 				return fmt.Errorf("check the key: %w", err)
+			}
+			// The CLI's commands need a project key: a customer token or a
+			// run's broker token would fail them all.
+			if me.Role != "owner" && me.Role != "developer" {
+				return fmt.Errorf("check the key: it is a %s credential; the CLI needs an owner or developer API key (stk_…)", me.Role)
 			}
 			p, err := configPath(a.env.Getenv)
 			if err != nil {
@@ -52,9 +61,9 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 				return err
 			}
 			if a.jsonFlag {
-				return printValue(a.stdout(), map[string]string{"url": u, "config": p})
+				return printValue(a.stdout(), map[string]string{"url": u, "config": p, "projectId": me.ProjectID, "role": me.Role, "keyId": me.ID})
 			}
-			fmt.Fprintf(a.stdout(), "logged in to %s; settings saved in %s\n", u, p)
+			fmt.Fprintf(a.stdout(), "logged in to %s as %s (%s of project %s); settings saved in %s\n", u, me.ID, me.Role, me.ProjectID, p)
 			return nil
 		},
 	}
