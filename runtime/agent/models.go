@@ -124,6 +124,10 @@ func (p *parser) model(name string, m map[string]any, ptr string) *Model {
 			}
 		}
 	}
+	if ReservedEnv(md.APIKeyEnv) {
+		p.report(child(ptr, "apiKeyEnv"), fmt.Sprintf(
+			"%q is a variable the platform or Stead sets (AWS_…, LAMBDA_…, STEAD_…, _…), never a model key: a config could send the server's own credentials to its baseUrl; put the key in a variable of your own, e.g. OPENAI_API_KEY", md.APIKeyEnv))
+	}
 	if md.BaseURL != "" {
 		if u, err := url.Parse(md.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.report(child(ptr, "baseUrl"), fmt.Sprintf("must be an http or https URL such as https://api.openai.com/v1 (got %q)", md.BaseURL))
@@ -200,4 +204,17 @@ func (r modelRefs) missing(name string) string {
 		list = "declared: " + strings.Join(slices.Sorted(maps.Keys(r)), ", ")
 	}
 	return fmt.Sprintf("model %q is not declared in /models (%s)", name, list)
+}
+
+// ReservedEnv reports whether an environment variable is one a platform
+// (AWS Lambda) or Stead sets: never a model API key. A deployment names both
+// the variable and where its value is sent, so these are refused.
+func ReservedEnv(name string) bool {
+	u := strings.ToUpper(name)
+	for _, p := range []string{"AWS_", "_", "LAMBDA_", "STEAD_"} {
+		if strings.HasPrefix(u, p) {
+			return true
+		}
+	}
+	return false
 }

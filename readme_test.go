@@ -1,0 +1,139 @@
+// Tests that the README says what the code does: its stead.json examples
+// deploy, its embed page is the one the browser tests run, and the commands,
+// make targets and variables it names exist.
+package stead_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"stead/cli"
+	"stead/functions/awsstack"
+	"stead/runtime/agent"
+)
+
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// blocks returns the README's fenced code blocks of one language.
+func blocks(doc, lang string) []string {
+	re := regexp.MustCompile("(?ms)^ *```" + lang + "\n(.*?)^ *```")
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(doc, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func TestReadmeConfigsParse(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, b := range blocks(readme(t), "json") {
+		src := strings.TrimSpace(b)
+		switch {
+		case strings.HasPrefix(src, `"models"`):
+			// A fragment: the models section alone.
+			src = `{` + src + `, "agents": {"a": {"tools": {"t": {"effect": "read"}}, "steps": [{"id": "s", "tool": "t"}]}}}`
+		case strings.HasPrefix(src, "{") && strings.Contains(src, `"agents"`):
+		default:
+			continue
+		}
+		n++
+		if _, err := agent.Parse([]byte(src)); err != nil {
+			t.Errorf("a stead.json example in the README does not parse:\n%s\n%v", src, err)
+		}
+	}
+	if n < 3 {
+		t.Fatalf("found %d stead.json examples in the README, want at least 3", n)
+	}
+}
+
+func TestReadmeEmbedPageIsTheTestedOne(t *testing.T) {
+	t.Parallel()
+	fixture, err := os.ReadFile("console/e2e/fixtures/embed-example.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.NewReplacer(
+		"{{STEAD_URL}}", "http://127.0.0.1:8720",
+		"{{RUN_ID}}", "run_…",
+		"{{CUSTOMER_TOKEN}}", "stc_…",
+	).Replace(string(fixture))
+	for _, b := range blocks(readme(t), "html") {
+		if strings.TrimSpace(b) == strings.TrimSpace(want) {
+			return
+		}
+	}
+	t.Errorf("the README's embed page is not console/e2e/fixtures/embed-example.html (the page the browser tests run); update one from the other:\n%s", want)
+}
+
+func TestReadmeCommandsExist(t *testing.T) {
+	t.Parallel()
+	doc := readme(t)
+	// Every `stead <command>` the README names answers --help.
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile("`stead ([a-z]+)( [a-z]+)?").FindAllStringSubmatch(doc, -1) {
+		args := []string{m[1]}
+		if m[1] == "keys" && m[2] != "" {
+			args = append(args, strings.TrimSpace(m[2]))
+		}
+		name := strings.Join(args, " ")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		var out bytes.Buffer
+		if code := cli.Main(append(args, "--help"), strings.NewReader(""), &out, io.Discard); code != 0 {
+			t.Errorf("the README names `stead %s`, which the CLI does not know (exit %d)", name, code)
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("found %d stead commands in the README", len(seen))
+	}
+}
+
+func TestReadmeMakeTargetsExist(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	out, err := exec.Command("make", "help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAll(out, nil) // colours
+	for _, m := range regexp.MustCompile("make ([a-z][a-z0-9-]*)").FindAllStringSubmatch(readme(t), -1) {
+		if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(m[1]) + `\s`).Match(out) {
+			t.Errorf("the README names `make %s`, which `make help` does not list", m[1])
+		}
+	}
+}
+
+func TestReadmeVariablesAreTheFunctions(t *testing.T) {
+	t.Parallel()
+	var named []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(STEAD_[A-Z0-9_]+)` \\|").FindAllStringSubmatch(readme(t), -1) {
+		named = append(named, m[1])
+	}
+	code := awsstack.EnvVars()
+	slices.Sort(named)
+	slices.Sort(code)
+	if !slices.Equal(named, code) {
+		got, _ := json.Marshal(named)
+		want, _ := json.Marshal(code)
+		t.Errorf("the README's variable table lists %s; the functions read %s", got, want)
+	}
+}
