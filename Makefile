@@ -5,8 +5,9 @@ SHELL := bash
 
 GO        ?= go
 PKGS      ?= ./...
-# Packages run in parallel (-p) and tests inside them with t.Parallel.
-TESTFLAGS ?= -p 2 -timeout 15m
+# Packages run in parallel (-p) and tests inside them with t.Parallel; the race
+# detector is on, since the invariants worth testing are about concurrency.
+TESTFLAGS ?= -race -p 2 -timeout 15m
 GOLANGCI_VERSION := v2.15.0
 BIN       := $(CURDIR)/bin
 
@@ -29,7 +30,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint-template $(RIE) ## run every test (what CI runs): cfn-lint, then go test, which includes the Lambda end-to-end test
+test: lint-template $(RIE) test-browser ## run every test (what CI runs): cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
@@ -105,6 +106,3 @@ test-browser: ## run the console's browser tests: headless Chromium against a re
 	cd $(E2E_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) build -o $(BIN)/stead ./cli/stead
 	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead node --test --test-reporter=spec console.test.js
-
-# `make test` runs the browser tests too (a prerequisite added here).
-test: test-browser

@@ -274,7 +274,7 @@ func (e *e2e) startServer(addr, data string) *server {
 	e.t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-s.done
+			<-s.done //nolint:errcheck // killed on purpose: its exit error tells nothing
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)

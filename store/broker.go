@@ -19,7 +19,8 @@ func CheckBrokerCollection(c string) error {
 		return fmt.Errorf("collection must be 1 to %d characters (got %d)", MaxBrokerCollection, len(c))
 	}
 	for _, r := range c {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-'
+		if !ok {
 			return fmt.Errorf(`collection may hold only letters, digits, "_", "." and "-" (got %q)`, c)
 		}
 	}

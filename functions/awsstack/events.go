@@ -124,7 +124,7 @@ func (r *RunnerHandler) Invoke(ctx context.Context, payload []byte) ([]byte, err
 		r.log.ErrorContext(ctx, "execute run", "run", ev.RunID, "error", err)
 		return nil, err
 	}
-	return json.Marshal(RunnerResult{RunID: ev.RunID})
+	return json.Marshal(RunnerResult(ev))
 }
 
 // SweeperHandler is the sweeper function's handler: on each scheduled event it

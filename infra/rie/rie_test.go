@@ -60,6 +60,9 @@ func TestRIE(t *testing.T) {
 		t.Fatalf("exiting process: %v", err)
 	}
 	out, err = fn.Invoke(ctx, []byte(`{}`))
+	if err != nil {
+		t.Fatalf("after a crash: %v", err)
+	}
 	if err := json.Unmarshal(out, &a); err != nil {
 		t.Fatalf("after a crash: %s %v", out, err)
 	}

@@ -284,7 +284,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: tool %q is not declared", s.ID, toolName))
 	}
 	key := IdempotencyKey(x.run.ProjectID, x.run.ID, s.Index, callID)
-	policy := map[string]any{}
+	var policy map[string]any
 
 	approved, err := x.approvedCall(ctx, s, callID)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,8 +176,7 @@ func TestFetchRedirectToRefusedAddress(t *testing.T) {
 func TestFetchRedirectLimit(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var n int
-		fmt.Sscan(strings.TrimPrefix(req.URL.Path, "/"), &n)
+		n, _ := strconv.Atoi(strings.TrimPrefix(req.URL.Path, "/")) // "/" is hop 0
 		if n < 10 {
 			http.Redirect(w, req, fmt.Sprintf("/%d", n+1), http.StatusFound)
 			return
