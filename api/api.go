@@ -125,9 +125,6 @@ type Server struct {
 	mux    *http.ServeMux
 
 	entropyMu sync.Mutex
-	// signingKeys caches project signing keys by project id (they never
-	// change).
-	signingKeys sync.Map
 
 	// closing ends event streams and long-polls (CloseStreams).
 	closing     context.Context

@@ -224,7 +224,7 @@ func customerMAC(key []byte, payload string) string {
 
 // issueCustomerToken signs a token for one end user of a project.
 func (s *Server) issueCustomerToken(ctx context.Context, projectID, endUserID string, now time.Time, ttl time.Duration) (string, time.Time, error) {
-	key, err := s.signingKey(ctx, projectID)
+	key, err := s.engine.SigningKey(ctx, projectID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -251,7 +251,7 @@ func (s *Server) checkCustomerToken(ctx context.Context, token string) (*caller,
 	if err := json.Unmarshal(raw, &cl); err != nil || cl.Version != 1 || cl.ProjectID == "" || cl.EndUserID == "" {
 		return nil, bad
 	}
-	key, err := s.signingKey(ctx, cl.ProjectID)
+	key, err := s.engine.SigningKey(ctx, cl.ProjectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, bad
 	}
@@ -268,22 +268,6 @@ func (s *Server) checkCustomerToken(ctx context.Context, token string) (*caller,
 		actor: approvals.Actor{ProjectID: cl.ProjectID, Role: approvals.RoleCustomer, ID: "customer:" + cl.EndUserID, EndUserID: cl.EndUserID},
 		kind:  customerCred,
 	}, nil
-}
-
-// signingKey returns a project's signing key (cached; keys never change).
-func (s *Server) signingKey(ctx context.Context, projectID string) ([]byte, error) {
-	if k, ok := s.signingKeys.Load(projectID); ok {
-		return k.([]byte), nil
-	}
-	p, err := s.store.GetProject(ctx, projectID)
-	if err != nil {
-		return nil, fmt.Errorf("get project %s: %w", projectID, err)
-	}
-	if len(p.SigningKey) < 32 {
-		return nil, fmt.Errorf("project %s has no usable signing key", projectID)
-	}
-	s.signingKeys.Store(projectID, p.SigningKey)
-	return p.SigningKey, nil
 }
 
 // API keys and projects

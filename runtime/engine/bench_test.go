@@ -110,7 +110,7 @@ func benchEngine(b *testing.B) (*engine.Engine, *countingStore, approvals.Actor)
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := bolt.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("k"), CreatedAt: time.Now()}); err != nil {
+	if err := bolt.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("bench-signing-key-of-32-bytes!!!"), CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}

@@ -78,7 +78,7 @@ const maxBrokerList = 1000
 // brokerToken is a run's broker token: "brk_<runId>.<mac>", signed with the
 // project's key. It grants the run's broker scope while the run is active.
 func (e *Engine) brokerToken(ctx context.Context, projectID, runID string) (string, error) {
-	key, err := e.signingKey(ctx, projectID)
+	key, err := e.SigningKey(ctx, projectID)
 	if err != nil {
 		return "", err
 	}
@@ -91,14 +91,19 @@ func brokerMAC(key []byte, runID string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// signingKey returns a project's signing key (cached: keys never change).
-func (e *Engine) signingKey(ctx context.Context, projectID string) ([]byte, error) {
+// SigningKey returns a project's signing key, which signs its broker and
+// customer tokens (cached: keys never change). A key shorter than 32 bytes
+// is refused.
+func (e *Engine) SigningKey(ctx context.Context, projectID string) ([]byte, error) {
 	if k, ok := e.keys.Load(projectID); ok {
 		return k.([]byte), nil
 	}
 	p, err := e.store.GetProject(ctx, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("get project %s: %w", projectID, err)
+	}
+	if len(p.SigningKey) < 32 {
+		return nil, fmt.Errorf("project %s has no usable signing key (it must be at least 32 bytes)", projectID)
 	}
 	e.keys.Store(projectID, p.SigningKey)
 	return p.SigningKey, nil
@@ -127,7 +132,7 @@ func (e *Engine) BrokerScopeOf(ctx context.Context, token string) (store.BrokerS
 	if err != nil {
 		return store.BrokerScope{}, err
 	}
-	key, err := e.signingKey(ctx, r.ProjectID)
+	key, err := e.SigningKey(ctx, r.ProjectID)
 	if err != nil {
 		return store.BrokerScope{}, err
 	}

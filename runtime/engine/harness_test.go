@@ -306,7 +306,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	}
 	ctx := context.Background()
 	for _, id := range []string{"prj_a", "prj_b"} {
-		if err := bolt.CreateProject(ctx, store.Project{ID: id, Name: id, SigningKey: []byte("key-" + id), CreatedAt: clk.Now()}); err != nil {
+		if err := bolt.CreateProject(ctx, store.Project{ID: id, Name: id, SigningKey: []byte("signing-key-of-" + id + "-32-bytes-long"), CreatedAt: clk.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
