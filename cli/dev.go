@@ -137,8 +137,6 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return err
 	}
 
-	baseCtx, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
 	srv := &http.Server{
 		Handler: st.API,
 		// No ReadTimeout or WriteTimeout: event streams and long-polls stay
@@ -147,9 +145,12 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Event streams and long-polls never end on their own: at shutdown they
+	// end at once (a long-poll answers with the run as it stands, a stream
+	// just ends and its client resumes from Last-Event-ID elsewhere).
+	srv.RegisterOnShutdown(st.API.CloseStreams)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -161,23 +162,10 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	stop() // a second Ctrl-C kills the process
 	log.Info("shutting down")
 
-	// Stop accepting requests; let short ones finish. Event streams and
-	// long-polls never go idle on their own, so their context ends after a
-	// grace period.
+	// Stop accepting requests; let those in flight finish.
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancelShut()
-	shutDone := make(chan error, 1)
-	go func() { shutDone <- srv.Shutdown(shutCtx) }()
-	grace := time.NewTimer(500 * time.Millisecond)
-	defer grace.Stop()
-	var shutErr error
-	select {
-	case shutErr = <-shutDone:
-	case <-grace.C:
-		cancelBase()
-		shutErr = <-shutDone
-	}
-	if shutErr != nil {
+	if shutErr := srv.Shutdown(shutCtx); shutErr != nil {
 		_ = srv.Close()
 		log.Warn("connections still open at shutdown were closed", "error", shutErr)
 	}
