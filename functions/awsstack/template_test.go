@@ -394,6 +394,9 @@ func TestTemplateTable(t *testing.T) {
 		t.Error("TTL is not enabled")
 	}
 	ttl := str(t, p, "TimeToLiveSpecification", "AttributeName")
+	if ttl != dynamostore.AttrTTL {
+		t.Errorf("TimeToLiveSpecification.AttributeName %q, want %q (dynamostore.AttrTTL, the attribute the store writes)", ttl, dynamostore.AttrTTL)
+	}
 	for _, a := range wantAttrs {
 		if strings.HasPrefix(a, ttl+":") {
 			t.Errorf("the TTL attribute %q is a key attribute", ttl)

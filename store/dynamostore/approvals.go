@@ -52,8 +52,9 @@ func (d decision) apply(a approvals.Approval) approvals.Approval {
 }
 
 // putApproval writes a new approval item, with the events of the commit
-// that creates it; store.ErrExists if its id is taken.
-func (s *Store) putApproval(ctx context.Context, a approvals.Approval, events []storedEvent) error {
+// that creates it and the ttl of its run's items (none if zero);
+// store.ErrExists if its id is taken.
+func (s *Store) putApproval(ctx context.Context, a approvals.Approval, events []storedEvent, ttl int64) error {
 	p, err := s.encode(ctx, "approval "+a.ID, approvalBody{Approval: a, Events: events})
 	if err != nil {
 		return err
@@ -66,6 +67,7 @@ func (s *Store) putApproval(ctx context.Context, a approvals.Approval, events []
 	it[AttrByProjectPK] = avS("A#" + a.ProjectID)
 	it[AttrByProjectSK] = avS(timeKey(a.RequestedAt) + "#" + a.ID)
 	it[attrAprExpires] = avT(a.ExpiresAt)
+	setTTL(it, ttl)
 	if err := s.putNew(ctx, it); err != nil {
 		return fmt.Errorf("put approval %s: %w", a.ID, err)
 	}
@@ -532,6 +534,11 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		e.Set(aUpdated, avT(d.At))
 		if p.RunStatus.Terminal() {
 			e.Set(aFinished, avT(d.At))
+		}
+		if ttl := s.finishTTL(orNow(d.At)); ttl > 0 && p.RunStatus.Terminal() {
+			e.Set(AttrTTL, avN(ttl))
+		} else {
+			e.Remove(AttrTTL)
 		}
 		e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aVersion), e.n(aVersion), e.v(avN(1))))
 		if n := len(p.Events); n > 0 {

@@ -122,7 +122,7 @@ func benchGatedRun(b *testing.B, kind string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := plain.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("k"), CreatedAt: time.Now()}); err != nil {
+	if err := plain.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("bench-signing-key-of-32-bytes!!!"), CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}

@@ -199,6 +199,16 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 		return nil, err
 	}
 	target := c.Run.Version + 1
+	// The ttl of the items this commit writes; renewed on the run's other
+	// items first when it runs short.
+	keep, renewed, err := s.keepFor(ctx, old, c)
+	if err != nil {
+		return nil, err
+	}
+	ttl := keep
+	if s.retention <= 0 {
+		ttl = 0 // a store without Retention writes no ttl on new items
+	}
 
 	lastSeq := getN(old, aLastSeq)
 	tailN := getN(old, aTailN)
@@ -218,7 +228,7 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 		if inApproval {
 			evs = storedEvents(c.Events)
 		}
-		if err := s.putApproval(ctx, *a, evs); err != nil {
+		if err := s.putApproval(ctx, *a, evs, ttl); err != nil {
 			return nil, err
 		}
 	}
@@ -262,6 +272,7 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 			ci[aItemVersion] = avN(target)
 			ci[aItemEvents] = avN(int64(len(body.Events)))
 			ci[aBody] = avB(p)
+			setTTL(ci, ttl)
 			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName:                           &s.table,
 				Item:                                ci,
@@ -288,6 +299,9 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 		}
 		e.Set(aVersion, avN(target))
 		e.Set(aLastSeq, avN(lastSeq+int64(len(c.Events))))
+		if renewed {
+			e.Set(aKeep, avN(keep))
+		}
 		switch {
 		case !inApproval:
 			e.Remove(aTail, aTailN, aTailBytes)

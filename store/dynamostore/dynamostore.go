@@ -5,17 +5,19 @@
 //
 // # Items
 //
-//	item          pk                 sk                  holds
-//	project       P#<project>        P                   Project
-//	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id
-//	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)
-//	deployment    P#<project>        D#<version>         Deployment
-//	idempotency   P#<project>        I#<key>             the run created with that key
-//	run           R#<run>            R                   Run, its event tail, its current approval
-//	commit        R#<run>            E#<firstSeq>        a batch of the run's events (+ a step record)
-//	step          R#<run>            S#<index>           a step record committed without events
-//	approval      A#<approval>       A                   Approval (the request; settled lazily)
-//	broker        B#<p>:<user>:<coll> <key>              BrokerRecord
+//	item          pk                 sk                  holds                                        ttl
+//	project       P#<project>        P                   Project                                      never
+//	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id             never
+//	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)          never
+//	deployment    P#<project>        D#<version>         Deployment                                   never
+//	idempotency   P#<project>        I#<key>             the run created with that key                the run's keep
+//	run           R#<run>            R                   Run, its event tail, its current approval    finished + Retention
+//	commit        R#<run>            E#<firstSeq>        a batch of the run's events (+ a step record) the run's keep
+//	step          R#<run>            S#<index>           a step record committed without events       the run's keep
+//	approval      A#<approval>       A                   Approval (the request; settled lazily)       the run's keep
+//	broker        B#<p>:<user>:<coll> <key>              BrokerRecord                                 never
+//
+// (ttl: the AttrTTL attribute, see Retention below.)
 //
 // Indexes (all sparse, names and key attributes exported as constants):
 //
@@ -67,6 +69,49 @@
 // where two uniqueness constraints meet and no single item can hold both:
 // CreateAPIKey (key id in its project and key hash) and CreateRun with an
 // idempotency key (the key in its project and the run id).
+//
+// # Retention
+//
+// DynamoDB's time to live (on AttrTTL, epoch seconds) deletes the items of
+// finished runs, Options.Retention (90 days by default) after they
+// finished. It never expires an approval (the sweeper does, and a decision
+// checks the deadline itself), and it never touches an unfinished run:
+//
+//   - The run item gets its ttl, finishedAt + Retention, from the write that
+//     finishes the run (a commit, or a decision that fails it); every other
+//     run write removes it. Until then it has none.
+//   - A run's other items — commit and step items, approval items, the
+//     idempotency record — are written once and never read back by their
+//     writer, so they get their ttl when they are written: the run's keep
+//     ttl, which the run item records (kx). It is the run's horizon plus
+//     Retention plus two keep windows (30 days each), the horizon being the
+//     latest time by which the run is due to be written again anyway: the
+//     write itself, the run's lease, and the deadline of the approval it
+//     waits for. A flush (a commit that writes items) whose horizon plus
+//     Retention plus one window passes the keep ttl first renews it: it
+//     raises the ttl of every item of the run to a new keep ttl, two windows
+//     past the new horizon, and the run item records it.
+//
+// So after every flush a run's other items carry a ttl at least Retention
+// plus a keep window past its horizon: they outlive the run item's ttl as
+// long as the run finishes, or is flushed again, within a window past that
+// horizon. Between flushes a run waits for an approval (whose deadline is
+// part of the horizon, so a pending approval's item outlives its deadline
+// by at least a window) or runs under a lease of minutes; only an outage of
+// the sweeper of weeks could stretch that. A finished run's item goes
+// first; its other items follow up to two windows later, and meanwhile are
+// invisible (readers start from the run item) except settled approvals in
+// a project's approval history. A new run's keep ttl needs no renewal unless the run lives past
+// a month, so TTL costs no request: the attributes ride on writes the run
+// makes anyway (some 9 bytes an item). A renewal reads the run's partition
+// and writes each of its items once.
+//
+// An idempotency key whose run is gone (its record outlives it) is free
+// again. Lowering Retention applies to runs as they finish; raising it
+// applies to a run's other items from its next flush. A negative Retention
+// writes no new ttl (CreateTable then leaves the table's time to live
+// alone) but still renews the items of runs that carry one; to stop
+// deleting, switch the table's time to live off.
 //
 // # Costs and limits
 //
@@ -126,6 +171,8 @@ const (
 	DefaultTailBytes   = 384
 	DefaultMaxAttempts = 5
 	DefaultMaxBackoff  = 2 * time.Second
+	// DefaultRetention is how long a finished run is kept: 90 days.
+	DefaultRetention = 90 * 24 * time.Hour
 )
 
 // Options configure a Store.
@@ -152,6 +199,12 @@ type Options struct {
 	// MaxBackoff bounds the delay between attempts; DefaultMaxBackoff when
 	// zero.
 	MaxBackoff time.Duration
+	// Retention is how long a finished run (its item, events, steps,
+	// approvals and idempotency record) is kept after it finished before
+	// DynamoDB's time to live may delete it (see Retention in the package
+	// documentation); DefaultRetention when zero, negative for never: no new
+	// item gets a ttl. Unfinished runs are never deleted, whatever this says.
+	Retention time.Duration
 }
 
 // Store is the DynamoDB backend. It is safe for concurrent use.
@@ -162,6 +215,7 @@ type Store struct {
 	inlineCap int
 	shards    int
 	tailBytes int
+	retention time.Duration // 0: no ttl
 	callOpts  []func(*dynamodb.Options)
 }
 
@@ -196,6 +250,12 @@ func New(client *dynamodb.Client, o Options) (*Store, error) {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
 	}
+	switch {
+	case o.Retention == 0:
+		o.Retention = DefaultRetention
+	case o.Retention < 0:
+		o.Retention = 0
+	}
 	retryer := retry.NewStandard(func(so *retry.StandardOptions) {
 		so.MaxAttempts = o.MaxAttempts
 		so.MaxBackoff = o.MaxBackoff
@@ -208,6 +268,7 @@ func New(client *dynamodb.Client, o Options) (*Store, error) {
 		inlineCap: o.InlineCap,
 		shards:    o.Shards,
 		tailBytes: o.TailBytes,
+		retention: o.Retention,
 		callOpts:  []func(*dynamodb.Options){func(do *dynamodb.Options) { do.Retryer = retryer }},
 	}, nil
 }

@@ -110,6 +110,13 @@ func (s *Store) runState(ctx context.Context, r store.Run) (map[string]types.Att
 	set[aLeaseUntil] = avT(r.LeaseUntil)
 	set[aUpdated] = avT(r.UpdatedAt)
 	opt(aFinished, avT(r.FinishedAt), !r.FinishedAt.IsZero())
+	// A finished run may go Retention after it finished; any other keeps
+	// its item (see "Retention" in the package documentation).
+	var ttl int64
+	if r.Status.Terminal() {
+		ttl = s.finishTTL(orNow(r.FinishedAt, r.UpdatedAt))
+	}
+	opt(AttrTTL, avN(ttl), ttl > 0)
 	if r.Costs.IsZero() {
 		remove = append(remove, aCosts)
 	} else {
@@ -231,7 +238,8 @@ func boundAbove(old item, runID string, lease time.Time) bool {
 
 // CreateRun stores a new run (Version 1) with its first events, which start
 // its event tail. A run with an idempotency key is written in a transaction
-// with the key's item.
+// with the key's item. A key whose run is gone (TTL deleted it, its
+// retention over) is free again.
 func (s *Store) CreateRun(ctx context.Context, r store.Run, events []store.Event) (store.Run, error) {
 	if r.ID == "" || r.ProjectID == "" {
 		return store.Run{}, errors.New("create run: id and projectId are required")
@@ -254,27 +262,44 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, events []store.Event
 	}
 	idem := key(projectPK(r.ProjectID), "I#"+r.IdempotencyKey)
 	idem[aID] = avS(r.ID)
+	setTTL(idem, getN(it, aKeep))
 	notExists := aws.String("attribute_not_exists(" + AttrPK + ")")
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: &s.table, Item: idem, ConditionExpression: notExists, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
-		{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
-	}}, s.callOpts...)
-	var usedBy string
-	err = interpretError(err, func(old item) error {
-		usedBy = getS(old, aID)
-		return store.ErrExists
-	}, exists)
-	if errors.Is(err, store.ErrExists) && usedBy != "" {
-		prev, gerr := s.GetRun(ctx, usedBy)
-		if gerr != nil {
-			return store.Run{}, fmt.Errorf("create run %s: idempotency key used by run %s: %w", r.ID, usedBy, gerr)
+	// gone is a run the key named whose item is gone: TTL deleted it, its
+	// retention over, before the key's record (which outlives it). The key
+	// is free again, and the record is replaced if it still names that run.
+	gone := ""
+	for {
+		put := &types.Put{TableName: &s.table, Item: idem, ConditionExpression: notExists, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+		if gone != "" {
+			put.ConditionExpression = aws.String("attribute_not_exists(#pk) OR #id = :gone")
+			put.ExpressionAttributeNames = map[string]string{"#pk": AttrPK, "#id": aID}
+			put.ExpressionAttributeValues = map[string]types.AttributeValue{":gone": avS(gone)}
 		}
-		return prev, fmt.Errorf("create run %s: idempotency key used by run %s: %w", r.ID, usedBy, store.ErrExists)
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: put},
+			{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
+		}}, s.callOpts...)
+		var usedBy string
+		err = interpretError(err, func(old item) error {
+			usedBy = getS(old, aID)
+			return store.ErrExists
+		}, exists)
+		if errors.Is(err, store.ErrExists) && usedBy != "" {
+			prev, gerr := s.GetRun(ctx, usedBy)
+			if errors.Is(gerr, store.ErrNotFound) && gone == "" {
+				gone = usedBy
+				continue
+			}
+			if gerr != nil {
+				return store.Run{}, fmt.Errorf("create run %s: idempotency key used by run %s: %w", r.ID, usedBy, gerr)
+			}
+			return prev, fmt.Errorf("create run %s: idempotency key used by run %s: %w", r.ID, usedBy, store.ErrExists)
+		}
+		if err != nil {
+			return store.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+		}
+		return nr, nil
 	}
-	if err != nil {
-		return store.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
-	}
-	return nr, nil
 }
 
 // newRunItem is the item of a new run.
@@ -317,6 +342,9 @@ func (s *Store) newRunItem(ctx context.Context, r store.Run, events []store.Even
 	}
 	it[AttrByProjectPK] = avS("R#" + r.ProjectID)
 	it[AttrByProjectSK] = avS(timeKey(r.CreatedAt) + "#" + r.ID)
+	if s.retention > 0 {
+		it[aKeep] = avN(s.keepUntil(horizon(r, time.Time{}), 2))
+	}
 	if !r.Status.Terminal() {
 		it[AttrStallPK] = avS(shardOf(r.ID, s.shards))
 		it[AttrStallSK] = avS(stallBound(r.ID, r.LeaseUntil))

@@ -40,6 +40,15 @@ const (
 	IndexStall  = "stall"
 	AttrStallPK = "g4pk"
 	AttrStallSK = "g4sk"
+
+	// AttrTTL is the table's time-to-live attribute (epoch seconds): the
+	// moment after which DynamoDB may delete the item, typically within two
+	// days. Only a run's items carry it, and only when they may go: the run
+	// item once the run finished, its other items far enough ahead that
+	// they outlive it (see "Retention" in the package documentation). It is
+	// never an approval deadline: approvals expire by the sweeper and by
+	// the decision's own condition.
+	AttrTTL = "ttl"
 )
 
 // Projected non-key attributes: the approval deadline (for the expiring-first
@@ -110,9 +119,11 @@ func tableDefinition(name string) *dynamodb.CreateTableInput {
 }
 
 // CreateTable creates the store's table — pk and sk strings, on-demand
-// billing, the Indexes — and waits until it is active. A table that exists already is left as it is.
-// Tests call it for each fresh table; operators may call it once instead of
-// deploying the SAM template's table.
+// billing, the Indexes — waits until it is active, and (unless Retention is
+// negative) switches its time to live on, on AttrTTL. A table that exists
+// already keeps its keys and indexes; only its time to live is switched on
+// if it is off. Tests call it for each fresh table; operators may call it
+// once instead of deploying the SAM template's table.
 func (s *Store) CreateTable(ctx context.Context) error {
 	_, err := s.db.CreateTable(ctx, tableDefinition(s.table), s.callOpts...)
 	var inUse *types.ResourceInUseException
@@ -125,6 +136,9 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)}, 5*time.Minute); err != nil {
 		return fmt.Errorf("wait for table %s: %w", s.table, err)
+	}
+	if s.retention > 0 {
+		return s.enableTTL(ctx)
 	}
 	return nil
 }

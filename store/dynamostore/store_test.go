@@ -446,8 +446,8 @@ func TestApprovalSettledLazily(t *testing.T) {
 		}
 		return out.Item["st"].(*types.AttributeValueMemberS).Value
 	}
-	r = pause(r, "apr1")
-	_, r, err := s.DecideApproval(ctx, store.DecideParams{
+	pause(r, "apr1")
+	_, _, err := s.DecideApproval(ctx, store.DecideParams{
 		Decision:  approvals.Decision{ProjectID: "p1", ApprovalID: "apr1", Status: approvals.Approved, By: "k1", At: t0.Add(time.Minute)},
 		RunStatus: store.RunQueued, LeaseUntil: t0.Add(2 * time.Minute),
 	})
@@ -578,7 +578,7 @@ func TestLostAnswerIsNotALoss(t *testing.T) {
 	f := &faults{}
 	s := fresh(t, dynamostore.Options{MaxBackoff: time.Millisecond}, f.client)
 	ctx := t.Context()
-	r := mustCreate(t, s, newRun("r1"), ev("run.created"))
+	mustCreate(t, s, newRun("r1"), ev("run.created"))
 	var once atomic.Bool
 	f.lose = func(op string) bool { return op == "UpdateItem" && once.CompareAndSwap(false, true) }
 	before := f.count("UpdateItem")
