@@ -116,7 +116,7 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 	w := a.stdout()
 	fmt.Fprintf(w, "deployed version %d\n", d.Version)
 	fmt.Fprintf(w, "  digest  sha256:%s\n", d.Digest)
-	fmt.Fprintf(w, "  bundle  %s (from %s)\n", humanSize(d.BundleSize), filepath.ToSlash(entry))
+	fmt.Fprintf(w, "  bundle  %s (from %s)\n", bundle.FormatSize(d.BundleSize), filepath.ToSlash(entry))
 	fmt.Fprintf(w, "  agents  %s\n", strings.Join(d.Agents, ", "))
 	for _, p := range d.Warnings {
 		fmt.Fprintf(w, "warning: stead.json: %s: %s\n", orRoot(p.Pointer), p.Message)
@@ -192,14 +192,4 @@ func orRoot(ptr string) string {
 		return "(root)"
 	}
 	return ptr
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"stead/approvals"
@@ -277,6 +278,25 @@ type RunCommit struct {
 	// Approval, if set, is a new pending approval of this run to create with
 	// the commit; ErrExists if its id is taken.
 	Approval *approvals.Approval
+}
+
+// Validate refuses a commit no backend may write: an unknown status, a
+// negative step index, an approval that is not a new pending approval of
+// this run and project. Backends call it before writing.
+func (c RunCommit) Validate() error {
+	id := c.Run.ID
+	if !c.Run.Status.Valid() {
+		return fmt.Errorf("commit run %s: status %q is not a run status", id, c.Run.Status)
+	}
+	if c.Step != nil && c.Step.Index < 0 {
+		return fmt.Errorf("commit run %s: step index %d is negative", id, c.Step.Index)
+	}
+	if a := c.Approval; a != nil {
+		if a.ID == "" || a.RunID != id || a.ProjectID != c.Run.ProjectID || a.Status != approvals.Pending {
+			return fmt.Errorf("commit run %s: approval %q must be a pending approval of this run and project", id, a.ID)
+		}
+	}
+	return nil
 }
 
 // ClaimParams asks for a run's lease.

@@ -66,12 +66,14 @@ func checkSize(name string, n, limit int) error {
 	}
 	if n > limit {
 		return &Error{Code: CodeTooLarge, File: name,
-			Message: fmt.Sprintf("bundle is %s, over the %s limit; drop unused dependencies or raise the limit", size(n), size(limit))}
+			Message: fmt.Sprintf("bundle is %s, over the %s limit; drop unused dependencies or raise the limit", FormatSize(int64(n)), FormatSize(int64(limit)))}
 	}
 	return nil
 }
 
-func size(n int) string {
+// FormatSize renders a byte count the way people read it: "812 bytes",
+// "3.4 KiB", "5.0 MiB".
+func FormatSize(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"stead/runtime/bundle"
 )
 
 // Error codes, stable for the engine, the API and the CLI.
@@ -151,12 +153,12 @@ func (w *worker) classify(err error) *Error {
 
 func (w *worker) memoryError() *Error {
 	return &Error{Code: CodeMemory, Message: fmt.Sprintf(
-		"memory limit exceeded: the handler grew the heap by more than %s; process less data per call", size(w.rt.opts.MemoryLimit))}
+		"memory limit exceeded: the handler grew the heap by more than %s; process less data per call", bundle.FormatSize(w.rt.opts.MemoryLimit))}
 }
 
 func (w *worker) sharedMemoryError() *Error {
 	return &Error{Code: CodeMemory, Retryable: true, Message: fmt.Sprintf(
-		"memory limit exceeded: the heap grew by more than %s while other handlers ran too, so this one may not be the cause", size(w.rt.opts.MemoryLimit))}
+		"memory limit exceeded: the heap grew by more than %s while other handlers ran too, so this one may not be the cause", bundle.FormatSize(w.rt.opts.MemoryLimit))}
 }
 
 // contextError reports an invocation stopped by its context.
@@ -189,14 +191,4 @@ func (w *worker) thrown(v goja.Value, prefix string) *Error {
 	}
 	e.Message = prefix + e.Message
 	return e
-}
-
-func size(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/dop251/goja"
 	"golang.org/x/net/http/httpguts"
+
+	"stead/runtime/bundle"
 )
 
 // fetcher is a Runtime's HTTP client for the fetch global. Every connection
@@ -275,7 +277,7 @@ func fetchFailure(rawURL string, err error, maxResponse int64) string {
 	case errors.As(err, &refused):
 		return fmt.Sprintf("fetch %s failed: %s", rawURL, refused.Error())
 	case errors.Is(err, errTooLarge):
-		return fmt.Sprintf("fetch %s failed: the response body is over the %s limit", rawURL, size(maxResponse))
+		return fmt.Sprintf("fetch %s failed: the response body is over the %s limit", rawURL, bundle.FormatSize(maxResponse))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fmt.Sprintf("fetch %s failed: the invocation's deadline passed", rawURL)
 	}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 
 	"github.com/dop251/goja"
+
+	"stead/runtime/bundle"
 )
 
 // The heap watchdog interrupts JS code, but a built-in that makes one huge
@@ -183,7 +185,7 @@ func (w *worker) reserve(n float64, what string) {
 		return
 	}
 	msg := fmt.Sprintf("memory limit exceeded: %s would allocate about %s, over what is left of the %s per-invocation limit",
-		what, size(int64(min(n, math.MaxInt64/2))), size(limit))
+		what, bundle.FormatSize(int64(min(n, math.MaxInt64/2))), bundle.FormatSize(limit))
 	if c := w.cur; c != nil && c.memBreach == "" {
 		c.memBreach = msg
 	}

@@ -279,7 +279,7 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	}
 	if len(inv.Input) > r.opts.MaxInputSize {
 		return res, &Error{Code: CodeInvalidInput, Message: fmt.Sprintf(
-			"input is %s, over the %s limit", size(int64(len(inv.Input))), size(int64(r.opts.MaxInputSize)))}
+			"input is %s, over the %s limit", bundle.FormatSize(int64(len(inv.Input))), bundle.FormatSize(int64(r.opts.MaxInputSize)))}
 	}
 	if ctx.Err() != nil {
 		return res, contextError(ctx, start)

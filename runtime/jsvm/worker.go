@@ -275,7 +275,7 @@ func (w *worker) serialize(v goja.Value) ([]byte, error) {
 	if len(out) > w.rt.opts.MaxResultSize {
 		return nil, &Error{Code: CodeResultTooLarge, Message: fmt.Sprintf(
 			"the handler's result is %s as JSON, over the %s limit; return less data (store bulk data with context.broker)",
-			size(int64(len(out))), size(int64(w.rt.opts.MaxResultSize)))}
+			bundle.FormatSize(int64(len(out))), bundle.FormatSize(int64(w.rt.opts.MaxResultSize)))}
 	}
 	return out, nil
 }

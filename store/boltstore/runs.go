@@ -8,7 +8,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"stead/approvals"
 	"stead/store"
 )
 
@@ -159,16 +158,8 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) (store.Page[sto
 // CommitRun applies c in one conditional write and returns the stored run.
 func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
 	id := c.Run.ID
-	if !c.Run.Status.Valid() {
-		return store.Run{}, fmt.Errorf("commit run %s: status %q is not a run status", id, c.Run.Status)
-	}
-	if c.Step != nil && c.Step.Index < 0 {
-		return store.Run{}, fmt.Errorf("commit run %s: step index %d is negative", id, c.Step.Index)
-	}
-	if a := c.Approval; a != nil {
-		if a.ID == "" || a.RunID != id || a.ProjectID != c.Run.ProjectID || a.Status != approvals.Pending {
-			return store.Run{}, fmt.Errorf("commit run %s: approval %q must be a pending approval of this run and project", id, a.ID)
-		}
+	if err := c.Validate(); err != nil {
+		return store.Run{}, err
 	}
 	var out store.Run
 	err := s.update(ctx, func(tx *bolt.Tx) error {

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"stead/approvals"
 	"stead/store"
 )
 
@@ -70,16 +69,8 @@ var errTailFull = errors.New("event tail full")
 //     a commit item whose run update lost stays invisible.
 func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
 	id := c.Run.ID
-	if !c.Run.Status.Valid() {
-		return store.Run{}, fmt.Errorf("commit run %s: status %q is not a run status", id, c.Run.Status)
-	}
-	if c.Step != nil && c.Step.Index < 0 {
-		return store.Run{}, fmt.Errorf("commit run %s: step index %d is negative", id, c.Step.Index)
-	}
-	if a := c.Approval; a != nil {
-		if a.ID == "" || a.RunID != id || a.ProjectID != c.Run.ProjectID || a.Status != approvals.Pending {
-			return store.Run{}, fmt.Errorf("commit run %s: approval %q must be a pending approval of this run and project", id, a.ID)
-		}
+	if err := c.Validate(); err != nil {
+		return store.Run{}, err
 	}
 	var batch []byte
 	if len(c.Events) > 0 {
