@@ -250,13 +250,17 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("list stalled runs: %w", err)
 	}
+	// A dispatch that fails (a full queue, a throttled invoke) is tried
+	// again by the next sweep; the others still go out now.
+	var failed []error
 	for _, r := range stalled {
 		if err := e.cfg.Dispatch.Dispatch(ctx, r.ID); err != nil {
-			return res, fmt.Errorf("dispatch run %s: %w", r.ID, err)
+			failed = append(failed, fmt.Errorf("dispatch run %s: %w", r.ID, err))
+			continue
 		}
 		res.Redispatched++
 	}
-	return res, nil
+	return res, errors.Join(failed...)
 }
 
 // GetApproval returns an approval of the actor's project (owners and

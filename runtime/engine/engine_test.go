@@ -580,3 +580,33 @@ func TestEditCannotBypassDenyRule(t *testing.T) {
 		t.Errorf("refund calls = %+v", c)
 	}
 }
+
+// refusingDispatch refuses every dispatch, as a full queue or a throttled
+// invoke would.
+type refusingDispatch struct{ n int }
+
+func (d *refusingDispatch) Dispatch(context.Context, string) error {
+	d.n++
+	return errors.New("queue is full")
+}
+
+// A sweep whose dispatches fail still tries every stalled run and says so;
+// the runs stay queued for the next sweep.
+func TestSweepKeepsGoingWhenDispatchFails(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	for range 3 {
+		if _, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.queue.take()
+	d := &refusingDispatch{}
+	h.cfg.Dispatch = d
+	h.restart()
+	h.clock.Advance(time.Hour)
+	res, err := h.eng.Sweep(h.ctx)
+	if err == nil || !strings.Contains(err.Error(), "queue is full") || d.n != 3 || res.Redispatched != 0 {
+		t.Fatalf("sweep: %+v, %v; %d dispatches tried, want 3", res, err, d.n)
+	}
+}
