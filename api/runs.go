@@ -69,7 +69,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c *caller) err
 			run = waited
 		}
 	}
-	out, err := s.showRun(r.Context(), run)
+	out, err := s.showRun(r.Context(), c, run)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, c *caller) err
 	}
 	out := RunList{Runs: make([]Run, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, run := range page.Items {
-		v, err := s.showRun(r.Context(), run)
+		v, err := s.showRun(r.Context(), c, run)
 		if err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c *caller) error
 	if err != nil {
 		return runError(id, err)
 	}
-	out, err := s.showRun(r.Context(), run)
+	out, err := s.showRun(r.Context(), c, run)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return runError(id, err)
 	}
-	out, err := s.showRun(r.Context(), run)
+	out, err := s.showRun(r.Context(), c, run)
 	if err != nil {
 		return err
 	}

@@ -444,3 +444,35 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 		t.Fatal("the stream outlived its expired token")
 	}
 }
+
+// The run a customer token reads is trimmed like its trace: no approver, no
+// costs or trust details, and fixed words for a failure.
+func TestCustomerRunIsTrimmed(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	run := w.awaiting("alice")
+	resp := w.must(w.do("GET", "/v1/runs/"+run.ID, w.customer, nil), 200)
+	var waiting api.Run
+	resp.decode(&waiting)
+	if waiting.Approval == nil || waiting.Approval.Tool != "refundOrder" || waiting.Approval.Reason != "" {
+		t.Errorf("customer view of a waiting run: %+v", waiting.Approval)
+	}
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200)
+	w.wait(run.ID, "terminal")
+	for _, path := range []string{"/v1/runs/" + run.ID, "/v1/runs"} {
+		body := string(w.must(w.do("GET", path, w.customer, nil), 200).body)
+		for _, secret := range []string{"key_", `"costs"`, `"trust"`, "denied by"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("customer %s shows %s: %s", path, secret, body)
+			}
+		}
+		if !strings.Contains(body, `"code":"approval-denied"`) {
+			t.Errorf("customer %s lost the error code: %s", path, body)
+		}
+	}
+	// Operators still see everything.
+	body := string(w.must(w.do("GET", "/v1/runs/"+run.ID, w.developer, nil), 200).body)
+	if !strings.Contains(body, "denied by key_") || !strings.Contains(body, `"costs"`) {
+		t.Errorf("developer view lost detail: %s", body)
+	}
+}

@@ -25,9 +25,10 @@ type Run struct {
 	// cancelled.
 	Status      string          `json:"status"`
 	Deployment  int             `json:"deployment"`
-	Trust       string          `json:"trust"`
+	// Trust, TrustOrigin and Costs are not shown to customer tokens.
+	Trust       string          `json:"trust,omitempty"`
 	TrustOrigin string          `json:"trustOrigin,omitempty"`
-	Costs       Costs           `json:"costs"`
+	Costs       *Costs          `json:"costs,omitempty"`
 	CreatedAt   time.Time       `json:"createdAt"`
 	UpdatedAt   time.Time       `json:"updatedAt"`
 	FinishedAt  time.Time       `json:"finishedAt,omitzero"`
@@ -271,7 +272,7 @@ func runOf(r store.Run, a *approvals.Approval) Run {
 	out := Run{
 		ID: r.ID, Agent: r.Agent, EndUserID: r.EndUserID, Status: string(r.Status),
 		Deployment: r.Deployment, Trust: string(r.Trust), TrustOrigin: r.TrustOrigin,
-		Costs:     Costs{r.Costs.TokensInput, r.Costs.TokensOutput, r.Costs.CostUSD},
+		Costs:     &Costs{r.Costs.TokensInput, r.Costs.TokensOutput, r.Costs.CostUSD},
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		Input: r.Input,
 	}
@@ -293,9 +294,47 @@ func runOf(r store.Run, a *approvals.Approval) Run {
 	return out
 }
 
-// showRun renders a run, with its pending approval while it awaits one.
-// The caller has already been allowed to see the run.
-func (s *Server) showRun(ctx context.Context, r store.Run) (Run, error) {
+// customerErrors are the words a customer token gets for a failed run: the
+// code tells what happened; the operator's message (who decided, internal
+// detail) stays with the operators.
+var customerErrors = map[string]string{
+	"approval-denied":  "a reviewer declined this action, so it did not happen",
+	"approval-expired": "nobody decided in time, so the action did not happen",
+	"cancelled":        "this was stopped before it finished",
+}
+
+// forCustomer trims a run to what its end user's customer UI may show:
+// status, input, output, the pending approval's tool and times, and the
+// error's code — no costs, trust details, reasons or operator messages.
+func forCustomer(r Run) Run {
+	r.Trust, r.TrustOrigin, r.Costs = "", "", nil
+	if r.Approval != nil {
+		a := *r.Approval
+		a.Reason = ""
+		r.Approval = &a
+	}
+	if r.Error != nil {
+		msg, ok := customerErrors[r.Error.Code]
+		if !ok {
+			msg = "something went wrong; the action may not have happened"
+		}
+		r.Error = &RunError{Code: r.Error.Code, Message: msg}
+	}
+	return r
+}
+
+// showRun renders a run as the caller may see it (a customer token sees
+// less). The caller has already been allowed to see the run.
+func (s *Server) showRun(ctx context.Context, c *caller, r store.Run) (Run, error) {
+	out, err := s.runView(ctx, r)
+	if err == nil && c.actor.Role == approvals.RoleCustomer {
+		out = forCustomer(out)
+	}
+	return out, err
+}
+
+// runView is the run with its pending approval while it awaits one.
+func (s *Server) runView(ctx context.Context, r store.Run) (Run, error) {
 	if r.Status != store.RunAwaitingApproval || r.ApprovalID == "" {
 		return runOf(r, nil), nil
 	}

@@ -242,6 +242,17 @@ test("bulk approve of three, with every call's input shown before confirming", o
   for (const id of ["o-1001", "o-1002", "o-1003"]) runs.push(await stead.startRefund(id, { reason: "bulk " + id }));
   for (const r of runs) await card(page, r.id).waitFor();
   for (const r of runs) await page.getByLabel(`Select refundOrder for run ${r.id}`).check();
+  // Editing a card's input takes it out of the bulk selection (bulk approval
+  // would run the original input, not the edit on screen), until the edit
+  // is cancelled.
+  const first = card(page, runs[0].id);
+  const firstCheck = page.getByLabel(`Select refundOrder for run ${runs[0].id}`);
+  await first.getByRole("button", { name: "Edit input" }).click();
+  await page.getByRole("button", { name: "Approve selected (2)" }).waitFor();
+  assert.equal(await firstCheck.isChecked(), false);
+  assert.equal(await firstCheck.isDisabled(), true);
+  await first.getByRole("button", { name: "Cancel edit" }).click();
+  await firstCheck.check();
   await page.getByRole("button", { name: "Approve selected (3)" }).click();
 
   const dialog = page.getByRole("dialog", { name: "Approve 3 calls?" });

@@ -353,3 +353,31 @@ func TestRetryableHandlerErrorRequeuesTheStep(t *testing.T) {
 		t.Errorf("trace = %v", types)
 	}
 }
+
+// busyStore refuses every CommitRun, as a store whose run keeps changing
+// would.
+type busyStore struct {
+	store.Store
+	commits int
+}
+
+func (s *busyStore) CommitRun(context.Context, store.RunCommit) (store.Run, error) {
+	s.commits++
+	return store.Run{}, store.ErrConflict
+}
+
+// Cancel retries a lost race a few times, then reports the run busy instead
+// of spinning until its context ends.
+func TestCancelGivesUpOnARunThatKeepsChanging(t *testing.T) {
+	t.Parallel()
+	bs := &busyStore{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { bs.Store = s; return bs } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.eng.Cancel(h.ctx, h.dev, r.ID)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "try again") || bs.commits != 5 {
+		t.Fatalf("cancel: %v after %d commits, want a conflict after 5", err, bs.commits)
+	}
+}

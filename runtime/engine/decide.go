@@ -120,11 +120,11 @@ func (e *Engine) validateEdit(ctx context.Context, a approvals.Approval, input j
 	if err != nil {
 		return &EditError{fmt.Errorf("input: %w", err)}
 	}
-	d, err := e.deployments.get(ctx, a.ProjectID, a.Deployment)
+	cfg, err := e.deployments.config(ctx, a.ProjectID, a.Deployment)
 	if err != nil {
 		return err
 	}
-	ag, ok := d.config.Agent(a.Agent)
+	ag, ok := cfg.Agent(a.Agent)
 	if !ok {
 		return fmt.Errorf("agent %q is not in deployment %d", a.Agent, a.Deployment)
 	}
@@ -160,10 +160,9 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 // to tell the model the approval expired.
 func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, error) {
 	now := e.now()
-	tell, err := e.tellsModel(ctx, a)
-	if err != nil {
-		return store.Run{}, err
-	}
+	// If the config cannot say whether the model is to be told, the run
+	// fails: expiry must happen whatever else is broken.
+	tell, _ := e.tellsModel(ctx, a)
 	msg := fmt.Sprintf("approval %s for %s expired at %s without a decision", a.ID, a.Tool, a.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z"))
 	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "expiresAt": a.ExpiresAt}
 	params := store.DecideParams{
@@ -222,7 +221,10 @@ type SweepResult struct {
 // was lost and running runs whose worker died (their lease ran out). It is a
 // plain function: a ticker calls it locally, a scheduled Lambda on AWS.
 func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
-	var res SweepResult
+	var (
+		res    SweepResult
+		failed []error
+	)
 	now := e.now()
 	for {
 		due, err := e.store.ListDueApprovals(ctx, now, 100)
@@ -239,7 +241,9 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 			case errors.Is(err, approvals.ErrNotPending), errors.Is(err, approvals.ErrNotDue), errors.Is(err, store.ErrConflict):
 				// Decided or cancelled meanwhile.
 			default:
-				return res, fmt.Errorf("expire approval %s: %w", a.ID, err)
+				// One approval that cannot be expired now must not stop
+				// the others, nor the dispatches below.
+				failed = append(failed, fmt.Errorf("expire approval %s: %w", a.ID, err))
 			}
 		}
 		if len(due) < 100 || expired == 0 {
@@ -248,11 +252,10 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 	stalled, err := e.store.ListStalledRuns(ctx, now, 500)
 	if err != nil {
-		return res, fmt.Errorf("list stalled runs: %w", err)
+		return res, errors.Join(append(failed, fmt.Errorf("list stalled runs: %w", err))...)
 	}
 	// A dispatch that fails (a full queue, a throttled invoke) is tried
 	// again by the next sweep; the others still go out now.
-	var failed []error
 	for _, r := range stalled {
 		if err := e.cfg.Dispatch.Dispatch(ctx, r.ID); err != nil {
 			failed = append(failed, fmt.Errorf("dispatch run %s: %w", r.ID, err))

@@ -92,19 +92,9 @@ func newDeploymentCache(e *Engine) *deploymentCache {
 
 // get returns a deployment with its bundle compiled.
 func (c *deploymentCache) get(ctx context.Context, projectID string, version int) (*deployment, error) {
-	k := deploymentKey{projectID, version}
-	d, ok := c.configs.Get(k)
-	if !ok {
-		rec, err := c.e.store.GetDeployment(ctx, projectID, version)
-		if err != nil {
-			return nil, fmt.Errorf("get deployment %d: %w", version, err)
-		}
-		cfg, err := agent.Parse(rec.Config)
-		if err != nil {
-			return nil, fmt.Errorf("parse config of deployment %d: %w", version, err)
-		}
-		d = &deployment{Deployment: rec, config: cfg, models: &modelCache{}}
-		c.configs.Add(k, d)
+	d, err := c.parsed(ctx, projectID, version)
+	if err != nil {
+		return nil, err
 	}
 	if b, ok := c.e.cfg.Compiler.Get(d.Digest); ok {
 		return &deployment{Deployment: d.Deployment, config: d.config, bundle: b, models: d.models}, nil
@@ -123,12 +113,31 @@ func (c *deploymentCache) get(ctx context.Context, projectID string, version int
 	return &deployment{Deployment: d.Deployment, config: d.config, bundle: b, models: d.models}, nil
 }
 
-// config returns a deployment's parsed config without loading its bundle.
-func (c *deploymentCache) config(ctx context.Context, projectID string, version int) (*agent.Config, error) {
-	if d, ok := c.configs.Get(deploymentKey{projectID, version}); ok {
-		return d.config, nil
+// parsed returns a deployment with its parsed config (cached), without its
+// bundle.
+func (c *deploymentCache) parsed(ctx context.Context, projectID string, version int) (*deployment, error) {
+	k := deploymentKey{projectID, version}
+	if d, ok := c.configs.Get(k); ok {
+		return d, nil
 	}
-	d, err := c.get(ctx, projectID, version)
+	rec, err := c.e.store.GetDeployment(ctx, projectID, version)
+	if err != nil {
+		return nil, fmt.Errorf("get deployment %d: %w", version, err)
+	}
+	cfg, err := agent.Parse(rec.Config)
+	if err != nil {
+		return nil, fmt.Errorf("parse config of deployment %d: %w", version, err)
+	}
+	d := &deployment{Deployment: rec, config: cfg, models: &modelCache{}}
+	c.configs.Add(k, d)
+	return d, nil
+}
+
+// config returns a deployment's parsed config without loading its bundle:
+// deciding and expiring approvals never need the bundle (the sweeper on AWS
+// cannot even read it).
+func (c *deploymentCache) config(ctx context.Context, projectID string, version int) (*agent.Config, error) {
+	d, err := c.parsed(ctx, projectID, version)
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +182,5 @@ func (e *Engine) DeploymentConfig(ctx context.Context, actor approvals.Actor, ve
 	if !canManage(actor) {
 		return nil, ErrForbidden
 	}
-	d, err := e.deployments.get(ctx, actor.ProjectID, version)
-	if err != nil {
-		return nil, err
-	}
-	return d.config, nil
+	return e.deployments.config(ctx, actor.ProjectID, version)
 }

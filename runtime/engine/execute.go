@@ -381,6 +381,12 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 	}
 	hc := handlerCall{costs: x.record(s.ID, res, tool.Name, extra["callId"]), took: x.e.now().Sub(started)}
 	hc.untrusted = tool.Source == agent.SourceExternal || len(res.Untrusted) > 0
+	if tool.Source == agent.SourceExternal {
+		// Whatever an external tool produced — a result, or an error whose
+		// text came from outside — lowers the run's trust before anything
+		// of it goes further.
+		x.lowerTrust("tool:"+tool.Name, s.ID)
+	}
 	if je, ok := jsvm.AsError(err); ok && je.Retryable {
 		// Not necessarily this handler's doing: try the step again (up to
 		// MaxAttempts) rather than fail the run.
@@ -407,9 +413,6 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 	if err := tool.ValidateOutput(out); err != nil {
 		hc.code, hc.msg = CodeInvalidOutput, err.Error()
 		return hc, nil
-	}
-	if tool.Source == agent.SourceExternal {
-		x.lowerTrust("tool:"+tool.Name, s.ID)
 	}
 	if names.completed != "" {
 		x.emit(names.completed, s.ID, map[string]any{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -200,6 +201,8 @@ func (x *execution) saveLoop(ctx context.Context, st *loopState, clearApproval b
 	}
 	next := x.run
 	next.StepState = raw
+	// Progress recorded: the step's attempts count again from this claim.
+	next.Attempts = 1
 	if clearApproval {
 		next.ApprovalID = ""
 	}
@@ -366,6 +369,10 @@ func (x *execution) untrusted(hc handlerCall, text, tool string) string {
 	if !hc.untrusted {
 		return text
 	}
-	text = strings.ReplaceAll(text, "</untrusted-data", "<\\/untrusted-data")
+	// Defuse any closing marker inside the text, however it is spelled.
+	text = closingMarker.ReplaceAllString(text, "<\\/untrusted-data")
 	return fmt.Sprintf("<untrusted-data source=%q>\n%s\n</untrusted-data>", "tool:"+tool, text)
 }
+
+// closingMarker finds "</untrusted-data" in any letter case.
+var closingMarker = regexp.MustCompile(`(?i)</\s*untrusted-data`)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"stead/approvals"
 	"stead/store"
@@ -165,7 +166,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 	if !canManage(actor) {
 		return store.Run{}, ErrForbidden
 	}
-	for {
+	for attempt := 1; ; attempt++ {
 		if r.Status.Terminal() {
 			return r, ErrRunFinished
 		}
@@ -208,7 +209,15 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 				return store.Run{}, fmt.Errorf("cancel run %s: %w", runID, err)
 			}
 		}
-		// Lost a race with a worker or a decision: read again and retry.
+		// Lost a race with a worker or a decision: read again and retry, a
+		// few times — a run that keeps changing (or whose store keeps
+		// refusing) is reported busy rather than retried without end.
+		if attempt == maxCancelAttempts {
+			return r, fmt.Errorf("cancel run %s: it kept changing while it was being cancelled; try again: %w", runID, store.ErrConflict)
+		}
+		if err := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
+			return store.Run{}, err
+		}
 		if r, err = e.store.GetRun(ctx, runID); err != nil {
 			return store.Run{}, fmt.Errorf("cancel run %s: %w", runID, err)
 		}
@@ -227,5 +236,20 @@ func (e *Engine) stopLocal(runID string) {
 	e.runningMu.Unlock()
 	if cancel != nil {
 		cancel()
+	}
+}
+
+// maxCancelAttempts bounds how often Cancel retries a lost race.
+const maxCancelAttempts = 5
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -264,6 +264,8 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 			ci[aItemEvents] = avN(int64(len(body.Events)))
 			ci[aBody] = avB(p)
 			setTTL(ci, ttl)
+			token := writeToken()
+			ci[aWriteToken] = avS(token)
 			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 				TableName:                           &s.table,
 				Item:                                ci,
@@ -272,7 +274,13 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 				ExpressionAttributeValues:           map[string]types.AttributeValue{":ver": avN(target)},
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}, s.callOpts...)
-			if err = interpretError(err); err != nil {
+			err = ownWrite(interpretError(err, func(old item) error {
+				if old != nil && getS(old, aWriteToken) == token {
+					return errApplied // a retry of this put, whose answer was lost
+				}
+				return nil
+			}))
+			if err != nil {
 				// Another writer of the same version got there first.
 				undo()
 				return nil, err

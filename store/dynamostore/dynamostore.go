@@ -141,6 +141,8 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -293,14 +295,42 @@ func (s *Store) getItem(ctx context.Context, k item) (item, error) {
 }
 
 // putNew writes an item that must not exist yet: store.ErrExists if it does.
+//
+// The item is tagged with a write token: when the SDK retries a put whose
+// answer was lost after DynamoDB applied it, the retry fails its condition
+// on the put's own item, and the token tells it was this very put.
 func (s *Store) putNew(ctx context.Context, it item) error {
+	token := writeToken()
+	it[aWriteToken] = avS(token)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                it,
 		ConditionExpression:                 aws.String("attribute_not_exists(" + AttrPK + ")"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, s.callOpts...)
-	return interpretError(err, exists)
+	return ownWrite(interpretError(err, func(old item) error {
+		if old != nil && getS(old, aWriteToken) == token {
+			return errApplied
+		}
+		return exists(old)
+	}))
+}
+
+// writeToken is a fresh tag for one write (48 random bits: enough to tell a
+// write from any other of the same item).
+func writeToken() string {
+	var tok [6]byte
+	_, _ = rand.Read(tok[:])
+	return base64.RawURLEncoding.EncodeToString(tok[:])
+}
+
+// ownWrite turns "the condition failed on this write's own result" into
+// success.
+func ownWrite(err error) error {
+	if errors.Is(err, errApplied) {
+		return nil
+	}
+	return err
 }
 
 // batchGet reads items by key, strongly consistent, in any order; missing

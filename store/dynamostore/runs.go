@@ -3,8 +3,6 @@ package dynamostore
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -571,9 +569,7 @@ var errApplied = errors.New("write already applied")
 // on the item tells that it failed because of this very write, and the item
 // as it stands is the write's result. Any other failure is judged by j.
 func (s *Store) runUpdate(ctx context.Context, runID string, e *expr, j judge) (item, error) {
-	var tok [9]byte
-	_, _ = rand.Read(tok[:])
-	token := base64.RawURLEncoding.EncodeToString(tok[:])
+	token := writeToken()
 	e.Set(aWriteToken, avS(token))
 	out, err := s.db.UpdateItem(ctx, e.update(s.table, runKey(runID)), s.callOpts...)
 	if err == nil {

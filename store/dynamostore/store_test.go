@@ -714,3 +714,33 @@ func TestStalledByRealLease(t *testing.T) {
 		}
 	}
 }
+
+// A commit whose commit-item PutItem was applied but whose answer was lost:
+// the SDK's retry fails its own condition, and the write token tells it was
+// this very put, so the commit goes on instead of reporting a conflict.
+func TestLostPutAnswerIsNotAConflict(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{MaxBackoff: time.Millisecond}, f.client)
+	ctx := t.Context()
+	mustCreate(t, s, newRun("r1"), ev("run.created"))
+	r, err := s.ClaimRun(ctx, store.ClaimParams{RunID: "r1", Owner: "w1", Now: t0, Until: t0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	f.lose = func(op string) bool { return op == "PutItem" && once.CompareAndSwap(false, true) }
+	next := r
+	next.Cursor = 1
+	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"refunded":true}`)}
+	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("step.completed")}, Step: &st})
+	if err != nil || got.Cursor != 1 {
+		t.Fatalf("commit whose commit-item answer was lost: %+v, %v", got, err)
+	}
+	if !once.Load() {
+		t.Fatal("no PutItem answer was lost: the test tested nothing")
+	}
+	if _, err := s.GetStep(ctx, "r1", 0); err != nil {
+		t.Errorf("the step is not recorded: %v", err)
+	}
+}

@@ -82,11 +82,13 @@ function pendingQueue(ctx, body) {
   function updateBulk() {
     for (const id of selected) {
       const c = cards.get(id);
-      if (!c || !c.pending()) selected.delete(id);
+      if (!c || !c.pending() || c.editing()) selected.delete(id);
     }
     bulkButton.textContent = `Approve selected (${selected.size})`;
     bulkButton.disabled = selected.size === 0;
-    const selectable = [...cards.values()].filter((c) => c.pending());
+    // A card whose input is being edited is decided on its own: bulk
+    // approval would run the original input, not the edit on screen.
+    const selectable = [...cards.values()].filter((c) => c.pending() && !c.editing());
     selectAll.checked = selectable.length > 0 && selectable.every((c) => selected.has(c.id));
     selectAll.disabled = selectable.length === 0;
   }
@@ -99,7 +101,7 @@ function pendingQueue(ctx, body) {
 
   function onSelectAll() {
     for (const c of cards.values()) {
-      if (!c.pending()) continue;
+      if (!c.pending() || c.editing()) continue;
       c.setSelected(selectAll.checked);
       onSelect(c.id, selectAll.checked);
     }
@@ -346,7 +348,9 @@ function pendingCard(a, opts) {
 
   function setBusy(on) {
     for (const b of [approveBtn, denyBtn, editBtn, approveEdited, cancelEdit]) b.disabled = on;
-    if (check) check.disabled = on || state !== "pending";
+    const editing = !editorBox.hidden;
+    if (editing) approveBtn.disabled = true; // only the edited input may go
+    if (check) check.disabled = on || editing || state !== "pending";
   }
 
   function toggleEditor() {
@@ -354,6 +358,15 @@ function pendingCard(a, opts) {
     editorBox.hidden = !open;
     editBtn.setAttribute("aria-expanded", String(open));
     approveBtn.disabled = open;
+    if (check) {
+      // While the input is edited, the card leaves the bulk selection: bulk
+      // approval would run the original input, not the edit.
+      if (open && check.checked) {
+        check.checked = false;
+        opts.onSelect(id, false);
+      }
+      check.disabled = open || state !== "pending";
+    }
     if (open) {
       checkSyntax();
       editor.focus();
@@ -469,6 +482,7 @@ function pendingCard(a, opts) {
   return {
     id, el, approval: a, tick, decide,
     pending: () => state === "pending",
+    editing: () => !editorBox.hidden,
     setSelected(on) { if (check) check.checked = on; },
     setStale(on) {
       if (stale === on || state !== "pending") return;

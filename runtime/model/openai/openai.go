@@ -263,7 +263,7 @@ func (c *Client) statusError(res *http.Response, data []byte) error {
 		}
 	}
 	if ae.Message == "" {
-		ae.Message = snippet(data)
+		ae.Message = snippet(c.redact(string(data)))
 	}
 	return c.bodyError(res.StatusCode, res.Header, ae)
 }
@@ -292,8 +292,9 @@ func (c *Client) bodyError(status int, h http.Header, ae *apiError) *model.Error
 }
 
 // snippet is the start of a body that is not a JSON error, for the message.
-func snippet(data []byte) string {
-	s := strings.TrimSpace(string(data))
+// Redact before cutting: a key cut in half would no longer be found.
+func snippet(body string) string {
+	s := strings.TrimSpace(body)
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}
