@@ -23,8 +23,8 @@ type Run struct {
 	EndUserID string `json:"endUserId"`
 	// Status is queued, running, awaiting-approval, succeeded, failed or
 	// cancelled.
-	Status      string          `json:"status"`
-	Deployment  int             `json:"deployment"`
+	Status     string `json:"status"`
+	Deployment int    `json:"deployment"`
 	// Trust, TrustOrigin and Costs are not shown to customer tokens.
 	Trust       string          `json:"trust,omitempty"`
 	TrustOrigin string          `json:"trustOrigin,omitempty"`
