@@ -171,3 +171,23 @@ func (s *Stack) Close() { s.runtime.Close() }
 type noDispatch struct{}
 
 func (noDispatch) Dispatch(context.Context, string) error { return errNoRunner }
+
+// Main is the whole of a function's main: read and check the environment,
+// open the stack and serve fn's events. A bad environment or a stack that
+// cannot open still starts a handler, which answers every event with the
+// reason, so the error shows in the function's logs and invocation results.
+func Main(fn Function) {
+	cfg, err := FromEnv(fn, os.Getenv)
+	log := NewLogger(os.Stdout, fn, cfg.LogLevel)
+	RouteStdLog(log)
+	if err != nil {
+		lambda.Start(Broken(log, err))
+		return
+	}
+	stack, err := Open(context.Background(), cfg, Options{Logger: log})
+	if err != nil {
+		lambda.Start(Broken(log, err))
+		return
+	}
+	lambda.Start(stack.Handler())
+}

@@ -2,27 +2,6 @@
 // executes that run until it ends or waits for an approval.
 package main
 
-import (
-	"context"
-	"os"
+import "stead/functions/awsstack"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
-	"stead/functions/awsstack"
-)
-
-func main() {
-	cfg, err := awsstack.FromEnv(awsstack.RunnerFunction, os.Getenv)
-	log := awsstack.NewLogger(os.Stdout, awsstack.RunnerFunction, cfg.LogLevel)
-	awsstack.RouteStdLog(log)
-	if err != nil {
-		lambda.Start(awsstack.Broken(log, err))
-		return
-	}
-	stack, err := awsstack.Open(context.Background(), cfg, awsstack.Options{Logger: log})
-	if err != nil {
-		lambda.Start(awsstack.Broken(log, err))
-		return
-	}
-	lambda.Start(stack.Handler())
-}
+func main() { awsstack.Main(awsstack.RunnerFunction) }
