@@ -367,12 +367,20 @@ func (i *Instance) Logs() string { return i.log.String() }
 var initReport = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
 
 // InitDuration is the function's init phase as the emulator reported it
-// (its cold start inside the sandbox), once it has been invoked.
+// (its cold start inside the sandbox), once it has been invoked. The
+// emulator's log reaches us through a pipe, possibly after the invocation
+// answered: it waits up to two seconds for the report line.
 func (i *Instance) InitDuration() (time.Duration, bool) {
-	i.log.mu.Lock()
-	head := string(i.log.head)
-	i.log.mu.Unlock()
-	m := initReport.FindStringSubmatch(head)
+	var m []string
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		i.log.mu.Lock()
+		head := string(i.log.head)
+		i.log.mu.Unlock()
+		if m = initReport.FindStringSubmatch(head); m != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if m == nil {
 		return 0, false
 	}
