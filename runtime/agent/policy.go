@@ -47,6 +47,9 @@ type Decision struct {
 	// Rule is the index of the policy rule that decided, or -1 if the
 	// tool's posture or the default decided.
 	Rule int
+	// Untrusted: the call asks only because the run is untrusted (its tool
+	// has effect write); the caller may name what lowered the trust.
+	Untrusted bool
 }
 
 // Decide decides one call of tool with its resolved (and validated) input,
@@ -87,7 +90,7 @@ func (a *Agent) Decide(tool string, input any, untrusted bool) Decision {
 		return Decision{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool)}
 	}
 	if untrusted && t.Effect == EffectWrite {
-		return Decision{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool)}
+		return Decision{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true}
 	}
 	if r := a.firstMatch(Allow, tool, input); r != nil {
 		return Decision{Outcome: Allow, Rule: r.Index, Reason: r.explain("allowed by")}

@@ -50,7 +50,7 @@ func TestDecide(t *testing.T) {
 		{"ask rule whose when does not match; the allow rule is the reason", "rules", "updateNote", `{"text": "hi"}`, false,
 			agent.Decision{Outcome: agent.Allow, Rule: 2, Reason: "allowed by policy rule 2: notes are harmless"}},
 		{"untrusted write asks, the allow rule does not override it", "rules", "updateNote", `{"text": "hi"}`, true,
-			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write"}},
+			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
 		{"untrusted read is allowed", "rules", "listOrders", `{}`, true,
 			agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: listOrders has effect read and needs no approval"}},
 		{"external source is only a posture; trust is the caller's", "rules", "fetchReviews", `{}`, false,
@@ -68,7 +68,7 @@ func TestDecide(t *testing.T) {
 		{"no rules: write allowed when trusted", "plain", "updateNote", `{}`, false,
 			agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: updateNote has effect write and needs no approval"}},
 		{"no rules: write asks when untrusted", "plain", "updateNote", `{}`, true,
-			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write"}},
+			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestDecideAllowRuleOnlyWhereNothingEarlierMatched(t *testing.T) {
 	}{
 		{`{"item": {"amount": 5}}`, false, agent.Decision{Outcome: agent.Allow, Rule: 0, Reason: "allowed by policy rule 0: small refunds are automatic"}},
 		{`{"item": {"amount": 50}}`, false, agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: refundOrder has effect write and needs no approval"}},
-		{`{"item": {"amount": 5}}`, true, agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and refundOrder has effect write"}},
+		{`{"item": {"amount": 5}}`, true, agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and refundOrder has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
 		if got := a.Decide("refundOrder", decode(t, tt.input), tt.untrusted); got != tt.want {

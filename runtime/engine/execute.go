@@ -304,7 +304,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts})
 			return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, err.Error())
 		}
-		d := x.agent.Decide(tool.Name, input, x.run.Trust == store.Untrusted)
+		d := x.decide(tool.Name, input)
 		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
 		switch d.Outcome {
 		case agent.Deny:
@@ -448,6 +448,16 @@ func (x *execution) record(step string, res jsvm.Result, tool string, callID any
 	return costs
 }
 
+// decide is the policy's decision on a call; a call that asks because the
+// run is untrusted names what lowered the trust.
+func (x *execution) decide(tool string, input any) agent.Decision {
+	d := x.agent.Decide(tool, input, x.run.Trust == store.Untrusted)
+	if d.Untrusted && x.run.TrustOrigin != "" {
+		d.Reason += " (trust lowered by " + x.run.TrustOrigin + ")"
+	}
+	return d
+}
+
 // lowerTrust makes the run untrusted. Trust only goes down; the first origin
 // is kept.
 func (x *execution) lowerTrust(origin, step string) {
@@ -486,7 +496,7 @@ func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID stri
 // an approval never lets a call through that policy denies (Decide refuses
 // such edits; this guards the input that is about to run).
 func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Decision, bool) {
-	d := x.agent.Decide(tool.Name, input, x.run.Trust == store.Untrusted)
+	d := x.decide(tool.Name, input)
 	return d, d.Outcome == agent.Deny
 }
 

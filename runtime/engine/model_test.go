@@ -682,7 +682,7 @@ func TestAgentLoopExternalResultLowersTrust(t *testing.T) {
 	if r.Trust != store.Untrusted || r.TrustOrigin != "tool:fetchReviews" {
 		t.Errorf("trust = %s (%s)", r.Trust, r.TrustOrigin)
 	}
-	if a.Tool != "addNote" || a.Reason != "run is untrusted and addNote has effect write" {
+	if a.Tool != "addNote" || a.Reason != "run is untrusted and addNote has effect write (trust lowered by tool:fetchReviews)" {
 		t.Errorf("approval = %s %q", a.Tool, a.Reason)
 	}
 	content := msg(t, l.request(2), 3)["content"].(string)
