@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -89,6 +91,34 @@ func interpretError(err error, judges ...judge) error {
 	}
 	return err
 }
+
+// transactionConflict reports whether a transaction was cancelled because
+// another request was changing one of its items at the same moment (and for
+// no other reason): trying again once that request is done is safe.
+func transactionConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	conflict := false
+	for _, r := range tce.CancellationReasons {
+		switch code := aws.ToString(r.Code); code {
+		case "TransactionConflict":
+			conflict = true
+		case "", "None":
+		default:
+			return false
+		}
+	}
+	return conflict
+}
+
+// How often, and after how long, a transaction that lost to a concurrent
+// request on the same item is tried again.
+const (
+	maxTxConflicts    = 5
+	txConflictBackoff = 20 * time.Millisecond
+)
 
 func judged(j judge, old item) error {
 	if j != nil {

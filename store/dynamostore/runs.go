@@ -266,6 +266,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, events []store.Event
 	// retention over, before the key's record (which outlives it). The key
 	// is free again, and the record is replaced if it still names that run.
 	gone := ""
+	conflicts := 0
 	for {
 		put := &types.Put{TableName: &s.table, Item: idem, ConditionExpression: notExists, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 		if gone != "" {
@@ -277,6 +278,15 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, events []store.Event
 			{Put: put},
 			{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
 		}}, s.callOpts...)
+		if transactionConflict(err) && conflicts < maxTxConflicts {
+			// Another create with the same key is in flight: once it is
+			// done, the key's condition tells which run is the replay.
+			conflicts++
+			if err := sleep(ctx, time.Duration(conflicts)*txConflictBackoff); err != nil {
+				return store.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
+			}
+			continue
+		}
 		var usedBy string
 		err = interpretError(err, func(old item) error {
 			usedBy = getS(old, aID)

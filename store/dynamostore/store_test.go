@@ -744,3 +744,74 @@ func TestLostPutAnswerIsNotAConflict(t *testing.T) {
 		t.Errorf("the step is not recorded: %v", err)
 	}
 }
+
+// txConflict is DynamoDB's answer to a transaction that met another request
+// changing its first item at the same moment.
+func txConflict() *http.Response {
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException",` +
+		`"Message":"Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict, None]",` +
+		`"CancellationReasons":[{"Code":"TransactionConflict","Message":"Transaction is ongoing for the item"},{"Code":"None"}]}`
+	return &http.Response{
+		StatusCode: 400,
+		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Errortype": {"TransactionCanceledException"}},
+		Body:       io.NopCloser(strings.NewReader(body)),
+	}
+}
+
+// TestIdempotentCreateRaceReplays: two creates with the same idempotency key
+// at the same moment. DynamoDB cancels the one whose transaction met the
+// other's with TransactionConflict; that create tries again and answers with
+// the other's run (store.ErrExists), as a replay does — not with an error.
+// A conflict that never clears gives up after a few tries.
+func TestIdempotentCreateRaceReplays(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{}, f.client)
+	other, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	first := newRun("r-first")
+	first.IdempotencyKey = "k1"
+	var raced atomic.Bool
+	f.set(func(op string) *http.Response {
+		if op != "TransactWriteItems" || raced.Swap(true) {
+			return nil
+		}
+		// The other create wins while this one's transaction is in flight.
+		if _, err := other.CreateRun(ctx, first, nil); err != nil {
+			t.Errorf("the other create: %v", err)
+		}
+		return txConflict()
+	})
+	second := newRun("r-second")
+	second.IdempotencyKey = "k1"
+	got, err := s.CreateRun(ctx, second, nil)
+	if !errors.Is(err, store.ErrExists) || got.ID != "r-first" {
+		t.Fatalf("create racing another with the same key = %s, %v; want the other's run r-first and ErrExists", got.ID, err)
+	}
+	if n := f.count("TransactWriteItems"); n != 2 {
+		t.Errorf("TransactWriteItems sent %d times, want 2 (the conflict, then the try that found the key taken)", n)
+	}
+	if _, err := s.GetRun(ctx, "r-second"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the losing create left run r-second behind: %v", err)
+	}
+
+	f.set(func(op string) *http.Response {
+		if op == "TransactWriteItems" {
+			return txConflict()
+		}
+		return nil
+	})
+	before := f.count("TransactWriteItems")
+	third := newRun("r-third")
+	third.IdempotencyKey = "k2"
+	_, err = s.CreateRun(ctx, third, nil)
+	if err == nil || errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), "TransactionConflict") {
+		t.Fatalf("create whose transaction always conflicts: %v, want the conflict reported", err)
+	}
+	if n := f.count("TransactWriteItems") - before; n != 6 {
+		t.Errorf("TransactWriteItems sent %d times, want 6 (the first try and 5 more)", n)
+	}
+}
