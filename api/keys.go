@@ -70,31 +70,13 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *caller) err
 // left to manage keys.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *caller) error {
 	id := r.PathValue("id")
-	keys, err := s.store.ListAPIKeys(r.Context(), c.actor.ProjectID)
-	if err != nil {
-		return err
-	}
-	var target *store.APIKey
-	owners := 0
-	for i, k := range keys {
-		if k.ID == id {
-			target = &keys[i]
-		}
-		if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
-			owners++
-		}
-	}
-	if target == nil {
-		return notFound("API key %s not found", id)
-	}
-	if target.Role == approvals.RoleOwner && target.RevokedAt.IsZero() && owners <= 1 {
-		return conflict("key %s is the project's last owner key; create another owner key before revoking it", id)
-	}
 	k, err := s.store.RevokeAPIKey(r.Context(), c.actor.ProjectID, id, s.now())
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return notFound("API key %s not found", id)
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrLastOwner):
+		return conflict("key %s is the project's last owner key; create another owner key before revoking it", id)
+	case err != nil:
 		return err
 	}
 	writeJSON(w, http.StatusOK, keyOf(k))

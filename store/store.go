@@ -31,6 +31,9 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrInvalidCursor: a list cursor that this list did not hand out.
 	ErrInvalidCursor = errors.New("invalid cursor")
+	// ErrLastOwner: revoking the key would leave its project without an
+	// active owner key.
+	ErrLastOwner = errors.New("last active owner key")
 )
 
 // RunStatus is where a run stands.
@@ -337,7 +340,9 @@ type Store interface {
 	// ListAPIKeys lists a project's keys, oldest first.
 	ListAPIKeys(ctx context.Context, projectID string) ([]APIKey, error)
 	// RevokeAPIKey marks a key revoked at the given time; ErrNotFound if the
-	// project has no such key. Revoking twice keeps the first time.
+	// project has no such key. Revoking twice keeps the first time. The
+	// project's last active owner key is not revoked (ErrLastOwner), also
+	// when revokes of its owner keys run at the same moment.
 	RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (APIKey, error)
 
 	// CreateDeployment stores d as the project's next version and returns it

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"stead/approvals"
 	"stead/store"
 )
 
@@ -117,7 +118,9 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 }
 
 // RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
-// the project has no such key. Revoking twice keeps the first time.
+// the project has no such key, store.ErrLastOwner if it is the project's last
+// active owner key (bbolt's one writer makes the count and the revoke one
+// step). Revoking twice keeps the first time.
 func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
 	var out store.APIKey
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -126,6 +129,25 @@ func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.
 		var k store.APIKey
 		if err := must(get(tx, bAPIKeys, ik, &k)); err != nil {
 			return err
+		}
+		if k.RevokedAt.IsZero() && k.Role == approvals.RoleOwner {
+			owners := 0
+			err := scan(bucket(tx, bAPIKeys), prefix(projectID), nil, false, func(_, v []byte) (bool, error) {
+				var o store.APIKey
+				if err := decode(v, &o); err != nil {
+					return false, err
+				}
+				if o.Role == approvals.RoleOwner && o.RevokedAt.IsZero() {
+					owners++
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+			if owners <= 1 {
+				return store.ErrLastOwner
+			}
 		}
 		if k.RevokedAt.IsZero() {
 			k.RevokedAt = at

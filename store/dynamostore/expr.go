@@ -102,3 +102,13 @@ func (e *expr) update(table string, k item) *dynamodb.UpdateItemInput {
 	}
 	return in
 }
+
+// txUpdate is e as an update inside a transaction, on the item at k.
+func (e *expr) txUpdate(table string, k item) *types.Update {
+	in := e.update(table, k)
+	return &types.Update{
+		TableName: in.TableName, Key: k, UpdateExpression: in.UpdateExpression, ConditionExpression: in.ConditionExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"stead/approvals"
 	"stead/store"
 )
 
@@ -21,6 +22,11 @@ func projectPK(id string) string { return "P#" + id }
 const (
 	projectSK = "P"
 	keySK     = "K"
+	// ownersSK is the item counting a project's active owner keys (aOwners):
+	// an owner key's create adds one, its revoke takes one away on the
+	// condition that one stays.
+	ownersSK = "OWNERS"
+	aOwners  = "n"
 	// aKeyHash is the hash a key guard points to; aRevoked a key's revocation.
 	aKeyHash = "h"
 	aRevoked = "ra"
@@ -86,10 +92,14 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	guard := keyGuardKey(k.ProjectID, k.ID)
 	guard[aKeyHash] = avS(k.Hash)
 	notExists := aws.String("attribute_not_exists(" + AttrPK + ")")
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	writes := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
 		{Put: &types.Put{TableName: &s.table, Item: guard, ConditionExpression: notExists}},
-	}}, s.callOpts...)
+	}
+	if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
+		writes = append(writes, types.TransactWriteItem{Update: s.countOwners(k.ProjectID, 1, false)})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: writes}, s.callOpts...)
 	if err := interpretError(err, exists, exists); err != nil {
 		// The hash is a secret's digest: keep it out of the message.
 		return fmt.Errorf("create api key %s: %w", k.ID, err)
@@ -146,8 +156,22 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 	return out, nil
 }
 
+// countOwners is the update that adds delta to a project's count of active
+// owner keys; with keepOne, on the condition that the count stays positive.
+func (s *Store) countOwners(projectID string, delta int64, keepOne bool) *types.Update {
+	e := newExpr()
+	if keepOne {
+		e.Cond(e.n(aOwners) + " > " + e.v(avN(-delta)))
+	}
+	e.Add(aOwners, avN(delta))
+	return e.txUpdate(s.table, key(projectPK(projectID), ownersSK))
+}
+
 // RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
-// the project has no such key. Revoking twice keeps the first time.
+// the project has no such key. Revoking twice keeps the first time. An
+// active owner key is revoked in one transaction with its project's count
+// of active owner keys, on the condition that another stays
+// (store.ErrLastOwner otherwise).
 func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
 	guard, err := s.getItem(ctx, keyGuardKey(projectID, id))
 	if err == nil && guard == nil {
@@ -155,6 +179,45 @@ func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.
 	}
 	if err != nil {
 		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	for conflicts := 0; ; conflicts++ {
+		it, err := s.getItem(ctx, apiKeyKey(getS(guard, aKeyHash)))
+		if err == nil && (it == nil || getS(it, aProject) != projectID) {
+			err = store.ErrNotFound
+		}
+		if err != nil {
+			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+		}
+		k, err := s.apiKeyFromItem(ctx, it)
+		if err != nil {
+			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+		}
+		if k.Role != approvals.RoleOwner || !k.RevokedAt.IsZero() {
+			break // the count does not change
+		}
+		e := newExpr()
+		e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
+		e.Cond("attribute_not_exists(" + e.n(aRevoked) + ")")
+		e.Set(aRevoked, avT(at))
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Update: e.txUpdate(s.table, apiKeyKey(k.Hash))},
+			{Update: s.countOwners(projectID, -1, true)},
+		}}, s.callOpts...)
+		if transactionConflict(err) && conflicts < maxTxConflicts {
+			if err := sleep(ctx, time.Duration(conflicts+1)*txConflictBackoff); err != nil {
+				return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+			}
+			continue
+		}
+		err = interpretError(err, func(item) error { return errRevokedMeanwhile }, func(item) error { return store.ErrLastOwner })
+		if errors.Is(err, errRevokedMeanwhile) {
+			continue // revoked by another request: answer as a second revoke does
+		}
+		if err != nil {
+			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+		}
+		k.RevokedAt = at
+		return k, nil
 	}
 	e := newExpr()
 	e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
@@ -165,6 +228,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.
 	}
 	return s.apiKeyFromItem(ctx, out.Attributes)
 }
+
+// errRevokedMeanwhile: a revoke's key was revoked by another request after it
+// was read.
+var errRevokedMeanwhile = errors.New("revoked meanwhile")
 
 // queryAll reads a whole partition's items whose sort key starts with
 // prefix, in order.

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ var projectTests = []test{
 	{"Project/CreateGet", testProjectCreateGet},
 	{"APIKey/CreateGetList", testAPIKeyCreateGetList},
 	{"APIKey/Revoke", testAPIKeyRevoke},
+	{"APIKey/LastOwner", testAPIKeyLastOwner},
 }
 
 func testProjectCreateGet(t *testing.T, s store.Store) {
@@ -214,4 +217,81 @@ func testDeploymentList(t *testing.T, s store.Store) {
 	noErr(t, err, "list deployments of a project without any")
 	eq(t, len(none.Items), 0, "deployments of p3")
 	eq(t, none.NextCursor, "", "cursor of an empty list")
+}
+
+func ownerKey(p, id string) store.APIKey {
+	k := apiKey(p, id, t0)
+	k.Role = approvals.RoleOwner
+	return k
+}
+
+// testAPIKeyLastOwner: a project keeps an active owner key. Revoking the
+// last one is refused (ErrLastOwner), also when two revokes of its last two
+// owner keys run at the same moment: one wins, the other is refused.
+// Developer keys and other projects' keys do not count.
+func testAPIKeyLastOwner(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for round := range 4 {
+		p := fmt.Sprintf("p%d", round)
+		for _, k := range []store.APIKey{ownerKey(p, "o1"), ownerKey(p, "o2"), apiKey(p, "d1", t0)} {
+			noErr(t, s.CreateAPIKey(ctx, k), "create key "+k.ID+" of "+p)
+		}
+		var (
+			wg   sync.WaitGroup
+			errs [2]error
+		)
+		start := make(chan struct{})
+		for i, id := range []string{"o1", "o2"} {
+			wg.Go(func() {
+				<-start
+				_, errs[i] = s.RevokeAPIKey(ctx, p, id, at(time.Minute))
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, store.ErrLastOwner):
+				t.Fatalf("%s: concurrent revoke of an owner key: %v", p, err)
+			}
+		}
+		eq(t, won, 1, p+": concurrent revokes of the last two owner keys that succeeded")
+		list, err := s.ListAPIKeys(ctx, p)
+		noErr(t, err, "list keys")
+		active := 0
+		for _, k := range list {
+			if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
+				active++
+			}
+		}
+		eq(t, active, 1, p+": active owner keys after the race")
+	}
+
+	// p0 has one owner key left.
+	list, err := s.ListAPIKeys(ctx, "p0")
+	noErr(t, err, "list keys")
+	var left, gone string
+	for _, k := range list {
+		if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
+			left = k.ID
+		} else if k.Role == approvals.RoleOwner {
+			gone = k.ID
+		}
+	}
+	_, err = s.RevokeAPIKey(ctx, "p0", left, at(time.Hour))
+	wantErr(t, err, store.ErrLastOwner, "revoke the last owner key")
+	rev, err := s.RevokeAPIKey(ctx, "p0", gone, at(time.Hour))
+	noErr(t, err, "revoke a revoked owner key again")
+	eq(t, rev.RevokedAt.Equal(at(time.Minute)), true, "revokedAt after a second revoke")
+	_, err = s.RevokeAPIKey(ctx, "p0", "d1", at(time.Hour))
+	noErr(t, err, "revoke a developer key")
+
+	noErr(t, s.CreateAPIKey(ctx, ownerKey("p0", "o3")), "create another owner key")
+	_, err = s.RevokeAPIKey(ctx, "p0", left, at(time.Hour))
+	noErr(t, err, "revoke an owner key once another exists")
+	_, err = s.RevokeAPIKey(ctx, "p0", "o3", at(time.Hour))
+	wantErr(t, err, store.ErrLastOwner, "revoke the new last owner key")
 }
