@@ -122,6 +122,9 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 // active owner key (bbolt's one writer makes the count and the revoke one
 // step). Revoking twice keeps the first time.
 func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
+	if at.IsZero() {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: the revocation time is required", id)
+	}
 	var out store.APIKey
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		out = store.APIKey{}

@@ -8,6 +8,7 @@
 //	item          pk                 sk                  holds                                        ttl
 //	project       P#<project>        P                   Project                                      never
 //	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id             never
+//	owner count   P#<project>        OWNERS              how many active owner keys the project has   never
 //	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)          never
 //	deployment    P#<project>        D#<version>         Deployment                                   never
 //	idempotency   P#<project>        I#<key>             the run created with that key                the run's keep
@@ -66,9 +67,13 @@
 //     the write is done rather than lost to another.
 //
 // Transactions (TransactWriteItems, twice the write units) are used only
-// where two uniqueness constraints meet and no single item can hold both:
-// CreateAPIKey (key id in its project and key hash) and CreateRun with an
-// idempotency key (the key in its project and the run id).
+// where no single item can hold what must change together: two uniqueness
+// constraints in CreateAPIKey (key id in its project and key hash) and in
+// CreateRun with an idempotency key (the key in its project and the run id),
+// and an owner key with its project's owner count (an owner key's create,
+// and its revoke, conditional on another active owner key staying). One
+// cancelled because a concurrent request held an item (TransactionConflict)
+// is tried again after a short pause.
 //
 // # Retention
 //

@@ -1,8 +1,10 @@
 package dynamostore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -113,12 +115,19 @@ func transactionConflict(err error) bool {
 	return conflict
 }
 
-// How often, and after how long, a transaction that lost to a concurrent
-// request on the same item is tried again.
+// How often a transaction that lost to a concurrent request on the same
+// item is tried again, and the step of the pause before each try.
 const (
 	maxTxConflicts    = 5
 	txConflictBackoff = 20 * time.Millisecond
 )
+
+// conflictPause waits before try number try (1, 2, …) of a transaction that
+// met a concurrent one: try steps plus up to a step of jitter, so that two
+// contenders do not meet again.
+func conflictPause(ctx context.Context, try int) error {
+	return sleep(ctx, time.Duration(try)*txConflictBackoff+rand.N(txConflictBackoff))
+}
 
 func judged(j judge, old item) error {
 	if j != nil {

@@ -72,7 +72,8 @@ func keyGuardKey(projectID, id string) item { return key(projectPK(projectID), "
 // CreateAPIKey stores a key; store.ErrExists if its id (in its project) or
 // its hash is taken. The key item (by hash, the auth path's one read) and
 // its guard (by project and id) are two uniqueness constraints: they are
-// written in one transaction.
+// written in one transaction, with the project's owner count for an active
+// owner key (see RevokeAPIKey).
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.ID == "" || k.ProjectID == "" || k.Hash == "" {
 		return errors.New("create api key: id, projectId and hash are required")
@@ -97,10 +98,10 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 		{Put: &types.Put{TableName: &s.table, Item: guard, ConditionExpression: notExists}},
 	}
 	if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
-		writes = append(writes, types.TransactWriteItem{Update: s.countOwners(k.ProjectID, 1, false)})
+		writes = append(writes, types.TransactWriteItem{Update: s.countOwners(k.ProjectID, 1)})
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: writes}, s.callOpts...)
-	if err := interpretError(err, exists, exists); err != nil {
+	err = s.ownerTransaction(ctx, k.ProjectID, writes, exists, exists, ownerCountJudge(store.ErrConflict))
+	if err != nil {
 		// The hash is a secret's digest: keep it out of the message.
 		return fmt.Errorf("create api key %s: %w", k.ID, err)
 	}
@@ -157,14 +158,80 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 }
 
 // countOwners is the update that adds delta to a project's count of active
-// owner keys; with keepOne, on the condition that the count stays positive.
-func (s *Store) countOwners(projectID string, delta int64, keepOne bool) *types.Update {
+// owner keys, on the condition that the count exists (see seedOwners) and,
+// when it goes down, that it stays positive.
+func (s *Store) countOwners(projectID string, delta int64) *types.Update {
 	e := newExpr()
-	if keepOne {
+	if delta < 0 {
 		e.Cond(e.n(aOwners) + " > " + e.v(avN(-delta)))
+	} else {
+		e.Cond("attribute_exists(" + e.n(aOwners) + ")")
 	}
 	e.Add(aOwners, avN(delta))
 	return e.txUpdate(s.table, key(projectPK(projectID), ownersSK))
+}
+
+// errNoOwnerCount: the project's owner count does not exist yet.
+var errNoOwnerCount = errors.New("no owner count")
+
+// ownerCountJudge judges a failed owner count condition: the count is
+// missing (errNoOwnerCount), or the answer is lost.
+func ownerCountJudge(lost error) judge {
+	return func(old item) error {
+		if old == nil {
+			return errNoOwnerCount
+		}
+		return lost
+	}
+}
+
+// ownerTransaction writes a transaction that changes a project's owner
+// count, judged by judges. A transaction cancelled by a concurrent one is
+// tried again after a pause; one that finds no count first counts the
+// project's active owner keys (seedOwners).
+func (s *Store) ownerTransaction(ctx context.Context, projectID string, writes []types.TransactWriteItem, judges ...judge) error {
+	for try := 1; ; try++ {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: writes}, s.callOpts...)
+		if try > maxTxConflicts {
+			return interpretError(err, judges...)
+		}
+		if transactionConflict(err) {
+			if err := conflictPause(ctx, try); err != nil {
+				return err
+			}
+			continue
+		}
+		err = interpretError(err, judges...)
+		if !errors.Is(err, errNoOwnerCount) {
+			return err
+		}
+		if err := s.seedOwners(ctx, projectID); err != nil {
+			return err
+		}
+	}
+}
+
+// seedOwners creates a project's owner count from its active owner keys, if
+// it has none: the first owner key's create, or a table written before the
+// count existed. No owner key is created or revoked while the count is
+// missing (both are conditional on it), so the keys read are the keys.
+func (s *Store) seedOwners(ctx context.Context, projectID string) error {
+	keys, err := s.ListAPIKeys(ctx, projectID)
+	if err != nil {
+		return err
+	}
+	n := int64(0)
+	for _, k := range keys {
+		if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
+			n++
+		}
+	}
+	it := key(projectPK(projectID), ownersSK)
+	it[aOwners] = avN(n)
+	if err := s.putNew(ctx, it); err != nil && !errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("count owner keys of %s: %w", projectID, err)
+	}
+	return nil
 }
 
 // RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
@@ -173,6 +240,9 @@ func (s *Store) countOwners(projectID string, delta int64, keepOne bool) *types.
 // of active owner keys, on the condition that another stays
 // (store.ErrLastOwner otherwise).
 func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
+	if at.IsZero() {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: the revocation time is required", id)
+	}
 	guard, err := s.getItem(ctx, keyGuardKey(projectID, id))
 	if err == nil && guard == nil {
 		err = store.ErrNotFound
@@ -180,49 +250,40 @@ func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.
 	if err != nil {
 		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
 	}
-	for conflicts := 0; ; conflicts++ {
-		it, err := s.getItem(ctx, apiKeyKey(getS(guard, aKeyHash)))
-		if err == nil && (it == nil || getS(it, aProject) != projectID) {
-			err = store.ErrNotFound
-		}
-		if err != nil {
-			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
-		}
-		k, err := s.apiKeyFromItem(ctx, it)
-		if err != nil {
-			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
-		}
-		if k.Role != approvals.RoleOwner || !k.RevokedAt.IsZero() {
-			break // the count does not change
-		}
+	hash := getS(guard, aKeyHash)
+	it, err := s.getItem(ctx, apiKeyKey(hash))
+	if err == nil && (it == nil || getS(it, aProject) != projectID) {
+		err = store.ErrNotFound
+	}
+	var k store.APIKey
+	if err == nil {
+		k, err = s.apiKeyFromItem(ctx, it)
+	}
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+	}
+	if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
 		e := newExpr()
 		e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
 		e.Cond("attribute_not_exists(" + e.n(aRevoked) + ")")
 		e.Set(aRevoked, avT(at))
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Update: e.txUpdate(s.table, apiKeyKey(k.Hash))},
-			{Update: s.countOwners(projectID, -1, true)},
-		}}, s.callOpts...)
-		if transactionConflict(err) && conflicts < maxTxConflicts {
-			if err := sleep(ctx, time.Duration(conflicts+1)*txConflictBackoff); err != nil {
-				return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
-			}
-			continue
-		}
-		err = interpretError(err, func(item) error { return errRevokedMeanwhile }, func(item) error { return store.ErrLastOwner })
-		if errors.Is(err, errRevokedMeanwhile) {
-			continue // revoked by another request: answer as a second revoke does
-		}
-		if err != nil {
+		err := s.ownerTransaction(ctx, projectID, []types.TransactWriteItem{
+			{Update: e.txUpdate(s.table, apiKeyKey(hash))},
+			{Update: s.countOwners(projectID, -1)},
+		}, func(item) error { return errRevokedMeanwhile }, ownerCountJudge(store.ErrLastOwner))
+		switch {
+		case err == nil:
+			k.RevokedAt = at
+			return k, nil
+		case !errors.Is(err, errRevokedMeanwhile):
 			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
 		}
-		k.RevokedAt = at
-		return k, nil
+		// Revoked by another request meanwhile: answer as a second revoke.
 	}
 	e := newExpr()
 	e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
 	e.SetIfAbsent(aRevoked, avT(at))
-	out, err := s.db.UpdateItem(ctx, e.update(s.table, apiKeyKey(getS(guard, aKeyHash))), s.callOpts...)
+	out, err := s.db.UpdateItem(ctx, e.update(s.table, apiKeyKey(hash)), s.callOpts...)
 	if err := interpretError(err, func(item) error { return store.ErrNotFound }); err != nil {
 		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
 	}

@@ -282,7 +282,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run, events []store.Event
 			// Another create with the same key is in flight: once it is
 			// done, the key's condition tells which run is the replay.
 			conflicts++
-			if err := sleep(ctx, time.Duration(conflicts)*txConflictBackoff); err != nil {
+			if err := conflictPause(ctx, conflicts); err != nil {
 				return store.Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
 			}
 			continue

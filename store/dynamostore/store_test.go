@@ -815,3 +815,101 @@ func TestIdempotentCreateRaceReplays(t *testing.T) {
 		t.Errorf("TransactWriteItems sent %d times, want 6 (the first try and 5 more)", n)
 	}
 }
+
+func ownerKey(p, id string) store.APIKey {
+	return store.APIKey{ID: id, ProjectID: p, Role: approvals.RoleOwner, Hash: "sha256-" + p + "-" + id, Prefix: "sk_" + id, CreatedAt: t0}
+}
+
+// ownerCount is the project's count of active owner keys as stored.
+func ownerCount(t *testing.T, raw rawTable, p string) string {
+	t.Helper()
+	return raw.get("P#"+p, "OWNERS")["n"].(*types.AttributeValueMemberN).Value
+}
+
+// TestOwnerCountSeeded: a project whose owner count is missing (its keys
+// were written before the count existed) gets it from its active owner
+// keys at the next owner key's create or revoke, and the last owner rule
+// holds from there.
+func TestOwnerCountSeeded(t *testing.T) {
+	t.Parallel()
+	s := fresh(t, dynamostore.Options{})
+	raw := newRawTable(t, s)
+	ctx := t.Context()
+	revoked := ownerKey("p1", "o0")
+	revoked.RevokedAt = t0
+	for _, k := range []store.APIKey{revoked, ownerKey("p1", "o1"), ownerKey("p1", "o2")} {
+		if err := s.CreateAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ownerCount(t, raw, "p1"); got != "2" {
+		t.Fatalf("owner count = %s, want 2 (a key created revoked does not count)", got)
+	}
+	forget := func() {
+		t.Helper()
+		if _, err := raw.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: awssdk.String(s.Table()),
+			Key: map[string]types.AttributeValue{dynamostore.AttrPK: avStr("P#p1"), dynamostore.AttrSK: avStr("OWNERS")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	forget()
+	if _, err := s.RevokeAPIKey(ctx, "p1", "o1", t0.Add(time.Minute)); err != nil {
+		t.Fatalf("revoke one of two owner keys, count missing: %v", err)
+	}
+	if got := ownerCount(t, raw, "p1"); got != "1" {
+		t.Fatalf("owner count after the revoke = %s, want 1", got)
+	}
+	if _, err := s.RevokeAPIKey(ctx, "p1", "o2", t0.Add(time.Minute)); !errors.Is(err, store.ErrLastOwner) {
+		t.Fatalf("revoke the last owner key: %v, want ErrLastOwner", err)
+	}
+
+	forget()
+	if err := s.CreateAPIKey(ctx, ownerKey("p1", "o3")); err != nil {
+		t.Fatalf("create an owner key, count missing: %v", err)
+	}
+	if got := ownerCount(t, raw, "p1"); got != "2" {
+		t.Fatalf("owner count after the create = %s, want 2 (o2 and o3)", got)
+	}
+	if _, err := s.RevokeAPIKey(ctx, "p1", "o2", t0.Add(time.Minute)); err != nil {
+		t.Fatalf("revoke o2 now that o3 exists: %v", err)
+	}
+	if _, err := s.RevokeAPIKey(ctx, "p1", "o3", t0.Add(time.Minute)); !errors.Is(err, store.ErrLastOwner) {
+		t.Fatalf("revoke o3, the last owner key: %v, want ErrLastOwner", err)
+	}
+}
+
+// TestOwnerRevokeConflictRetried: an owner key's revoke whose transaction
+// meets a concurrent one (TransactionConflict) tries again, and the count
+// goes down once.
+func TestOwnerRevokeConflictRetried(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{}, f.client)
+	raw := newRawTable(t, s)
+	ctx := t.Context()
+	for _, id := range []string{"o1", "o2"} {
+		if err := s.CreateAPIKey(ctx, ownerKey("p1", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var left atomic.Int32
+	left.Store(2)
+	f.set(func(op string) *http.Response {
+		if op == "TransactWriteItems" && left.Add(-1) >= 0 {
+			return txConflict()
+		}
+		return nil
+	})
+	before := f.count("TransactWriteItems")
+	k, err := s.RevokeAPIKey(ctx, "p1", "o1", t0.Add(time.Minute))
+	if err != nil || !k.RevokedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("revoke after two conflicts = %v, %v", k.RevokedAt, err)
+	}
+	if n := f.count("TransactWriteItems") - before; n != 3 {
+		t.Errorf("TransactWriteItems sent %d times, want 3 (two conflicts, then the revoke)", n)
+	}
+	if got := ownerCount(t, raw, "p1"); got != "1" {
+		t.Errorf("owner count = %s, want 1", got)
+	}
+}

@@ -294,4 +294,12 @@ func testAPIKeyLastOwner(t *testing.T, s store.Store) {
 	noErr(t, err, "revoke an owner key once another exists")
 	_, err = s.RevokeAPIKey(ctx, "p0", "o3", at(time.Hour))
 	wantErr(t, err, store.ErrLastOwner, "revoke the new last owner key")
+
+	// An owner key created revoked is not an active owner.
+	revoked := ownerKey("p9", "r1")
+	revoked.RevokedAt = t0
+	noErr(t, s.CreateAPIKey(ctx, revoked), "create a revoked owner key")
+	noErr(t, s.CreateAPIKey(ctx, ownerKey("p9", "a1")), "create an owner key")
+	_, err = s.RevokeAPIKey(ctx, "p9", "a1", at(time.Hour))
+	wantErr(t, err, store.ErrLastOwner, "revoke the one active owner key beside a revoked one")
 }
