@@ -174,14 +174,14 @@ func (s *Store) countOwners(projectID string, delta int64) *types.Update {
 // errNoOwnerCount: the project's owner count does not exist yet.
 var errNoOwnerCount = errors.New("no owner count")
 
-// ownerCountJudge judges a failed owner count condition: the count is
-// missing (errNoOwnerCount), or the answer is lost.
-func ownerCountJudge(lost error) judge {
+// ownerCountJudge judges a failed owner count condition: errNoOwnerCount if
+// the count is missing, else failed (what the condition guards).
+func ownerCountJudge(failed error) judge {
 	return func(old item) error {
 		if old == nil {
 			return errNoOwnerCount
 		}
-		return lost
+		return failed
 	}
 }
 
