@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"stead/api"
+	"stead/infra/testclock"
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -90,24 +91,6 @@ const testConfig = `{
   }
 }`
 
-// fakeClock is the injected clock of the engine and the API.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // world is the whole stack behind a loopback HTTP server: bbolt store, blob
 // folder, bundle compiler, goja runtime, engine with a worker pool, API.
 type world struct {
@@ -116,7 +99,7 @@ type world struct {
 	api   *api.Server
 	store store.Store
 	eng   *engine.Engine
-	clock *fakeClock
+	clock *testclock.Clock
 	logs  *syncBuffer
 
 	project store.Project
@@ -158,7 +141,7 @@ func setup(t testing.TB, opts ...func(*api.Config)) *world {
 	}
 	rt := jsvm.New(jsvm.Options{})
 	t.Cleanup(rt.Close)
-	clk := &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	pool := engine.NewPool(2, 256, nil)
 	eng, err := engine.New(engine.Config{
 		Store:    st,

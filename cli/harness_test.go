@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"stead/api"
 	"stead/approvals"
 	"stead/examples/refunds"
+	"stead/infra/testclock"
 	"stead/store"
 )
 
@@ -30,31 +30,13 @@ func TestMain(m *testing.M) {
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// fakeClock is the injected clock of the test stack and the CLI.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // testStack is a Stead API served by httptest over the same embedded stack
 // `stead dev` runs, with the refunds example deployed and seeded.
 type testStack struct {
 	t       testing.TB
 	stack   *Stack
 	srv     *httptest.Server
-	clock   *fakeClock
+	clock   *testclock.Clock
 	project string
 	// key is the project's owner key.
 	key string
@@ -69,7 +51,7 @@ var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 func newTestStack(t testing.TB) *testStack {
 	t.Helper()
 	dir := t.TempDir()
-	clk := &fakeClock{t: epoch}
+	clk := testclock.New(epoch)
 	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"stead/approvals"
+	"stead/infra/testclock"
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -156,24 +157,6 @@ const config = `{
   }
 }`
 
-// clock is an injected clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // queue is a Dispatcher that keeps runs until the test drains it, so that
 // every execution happens on the test's goroutine, in order.
 type queue struct {
@@ -209,7 +192,7 @@ type harness struct {
 	env     map[string]string
 	sleeps  *sleeps
 	store   store.Store
-	clock   *clock
+	clock   *testclock.Clock
 	queue   *queue
 	project string
 	owner   approvals.Actor
@@ -233,7 +216,7 @@ type options struct {
 // returns at once, moving the test clock forward by the wait.
 type sleeps struct {
 	mu    sync.Mutex
-	clock *clock
+	clock *testclock.Clock
 	waits []time.Duration
 }
 
@@ -273,7 +256,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	}
 	rt := jsvm.New(jsvm.Options{})
 	t.Cleanup(rt.Close)
-	clk := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	q := &queue{}
 	env := map[string]string{}
 	sl := &sleeps{clock: clk}
