@@ -27,8 +27,7 @@ type call struct {
 	memBreach string // set by a size-checked built-in
 	uncaught  *Error // an error thrown by a timer or microtask callback
 
-	secrets      []string // non-empty values to redact, longest first
-	secretsBuilt bool
+	red Redactor
 
 	cost      Cost
 	untrusted []string
@@ -45,37 +44,68 @@ const (
 )
 
 func newCall(ctx context.Context, rt *Runtime, inv *Invocation, start time.Time) *call {
-	return &call{ctx: ctx, start: start, rt: rt, inv: inv}
+	c := &call{ctx: ctx, start: start, rt: rt, inv: inv}
+	c.red.given = inv.Secrets
+	c.red.token = inv.BrokerToken
+	return c
+}
+
+// Redactor replaces secrets with "[REDACTED]" in what an invocation
+// recorded. Runtime.Invoke applies one to every Result; a caller that hands
+// a Result across a boundary (a sandbox parent) applies one again with the
+// secrets the other side never saw. The zero value redacts nothing.
+type Redactor struct {
+	token string   // the broker token
+	given []string // more secrets, as given
+	list  []string // non-empty values to redact, longest first
+	built bool
+}
+
+// NewRedactor returns a Redactor of secrets (empty ones are ignored).
+func NewRedactor(secrets ...string) *Redactor { return &Redactor{given: secrets} }
+
+// Result redacts res's output (see RedactJSON), log lines and untrusted
+// origins in place.
+func (r *Redactor) Result(res *Result) {
+	if res.Output != nil {
+		res.Output = r.JSON(res.Output)
+	}
+	for i := range res.Logs {
+		res.Logs[i].Message = r.String(res.Logs[i].Message)
+	}
+	for i := range res.Untrusted {
+		res.Untrusted[i] = r.String(res.Untrusted[i])
+	}
 }
 
 // secretList returns the secrets to redact, longest first so that a secret
 // containing another is redacted whole. It is built on first use: most
 // outputs and lines contain no secret, which found needs no list.
-func (c *call) secretList() []string {
-	if !c.secretsBuilt {
-		c.secretsBuilt = true
-		if c.inv.BrokerToken != "" {
-			c.secrets = append(c.secrets, c.inv.BrokerToken)
+func (r *Redactor) secretList() []string {
+	if !r.built {
+		r.built = true
+		if r.token != "" {
+			r.list = append(r.list, r.token)
 		}
-		for _, s := range c.inv.Secrets {
+		for _, s := range r.given {
 			if s != "" {
-				c.secrets = append(c.secrets, s)
+				r.list = append(r.list, s)
 			}
 		}
-		sortByLengthDesc(c.secrets)
+		sortByLengthDesc(r.list)
 	}
-	return c.secrets
+	return r.list
 }
 
 // found reports whether s contains a secret, as is or as JSON escapes it.
-func (c *call) found(s string) bool {
+func (r *Redactor) found(s string) bool {
 	check := func(sec string) bool {
 		return sec != "" && (strings.Contains(s, sec) || (needsEscape(sec) && strings.Contains(s, jsonEscape(sec))))
 	}
-	if check(c.inv.BrokerToken) {
+	if check(r.token) {
 		return true
 	}
-	for _, sec := range c.inv.Secrets {
+	for _, sec := range r.given {
 		if check(sec) {
 			return true
 		}
@@ -111,12 +141,12 @@ func (c *call) result() Result {
 	return Result{Cost: c.cost, Untrusted: c.untrusted, Logs: c.logs, LogsTruncated: c.truncated}
 }
 
-// redact replaces every secret in s.
-func (c *call) redact(s string) string {
-	if !c.found(s) {
+// String replaces every secret in s.
+func (r *Redactor) String(s string) string {
+	if !r.found(s) {
 		return s
 	}
-	for _, sec := range c.secretList() {
+	for _, sec := range r.secretList() {
 		if strings.Contains(s, sec) {
 			s = strings.ReplaceAll(s, sec, redacted)
 		}
@@ -124,17 +154,18 @@ func (c *call) redact(s string) string {
 	return s
 }
 
-func (c *call) redactError(e *Error) {
-	e.Message = c.redact(e.Message)
-	e.Name = c.redact(e.Name)
-	e.Stack = c.redact(e.Stack)
+// Error redacts e's message, name and stack in place.
+func (r *Redactor) Error(e *Error) {
+	e.Message = r.String(e.Message)
+	e.Name = r.String(e.Name)
+	e.Stack = r.String(e.Stack)
 }
 
-// redactJSON redacts secrets in string literals (keys included) of a JSON
-// text, keeping it valid JSON. A secret that is found outside any string
-// (inside a number, say) makes the whole output "[REDACTED]".
-func (c *call) redactJSON(out []byte) []byte {
-	if !c.found(unsafe.String(unsafe.SliceData(out), len(out))) {
+// JSON redacts secrets in string literals (keys included) of a JSON text,
+// keeping it valid JSON. A secret that is found outside any string (inside
+// a number, say) makes the whole output "[REDACTED]".
+func (r *Redactor) JSON(out []byte) []byte {
+	if !r.found(unsafe.String(unsafe.SliceData(out), len(out))) {
 		return out
 	}
 	var b bytes.Buffer
@@ -158,15 +189,15 @@ func (c *call) redactJSON(out []byte) []byte {
 		if err := json.Unmarshal(lit, &s); err != nil {
 			return []byte(`"` + redacted + `"`)
 		}
-		if r := c.redact(s); r != s {
-			b.WriteString(jsonQuote(r))
+		if red := r.String(s); red != s {
+			b.WriteString(jsonQuote(red))
 		} else {
 			b.Write(lit)
 		}
 		i = j
 	}
 	res := b.Bytes()
-	for _, sec := range c.secretList() {
+	for _, sec := range r.secretList() {
 		if bytes.Contains(res, []byte(sec)) {
 			return []byte(`"` + redacted + `"`)
 		}
@@ -206,7 +237,7 @@ func (c *call) log(level, msg string) {
 		c.truncated = true
 		return
 	}
-	msg = c.redact(msg)
+	msg = c.red.String(msg)
 	if room := o.MaxLogBytes - c.logBytes; len(msg) > room {
 		msg = cutUTF8(msg, room) + truncationMarker
 		c.truncated = true
@@ -236,7 +267,7 @@ func cutUTF8(s string, n int) string {
 }
 
 func (c *call) markUntrusted(origin string) {
-	origin = c.redact(origin)
+	origin = c.red.String(origin)
 	for _, o := range c.untrusted {
 		if o == origin {
 			return
@@ -244,6 +275,9 @@ func (c *call) markUntrusted(origin string) {
 	}
 	if len(c.untrusted) < maxUntrusted {
 		c.untrusted = append(c.untrusted, origin)
+		if c.inv.OnUntrusted != nil {
+			c.inv.OnUntrusted(origin)
+		}
 	}
 }
 

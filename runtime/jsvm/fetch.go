@@ -159,9 +159,117 @@ func (p egressPolicy) control(_ context.Context, network, address string, _ sysc
 
 var errTooLarge = errors.New("response too large")
 
+// Fetcher sends the requests of the fetch global. A Runtime uses an
+// *HTTPFetcher of its Options.Fetch unless Options.Fetcher replaces it (a
+// sandbox worker sends them to its parent, which owns the egress policy).
+// Fetch is called on a host goroutine; an error's text is what the handler's
+// TypeError says.
+type Fetcher interface {
+	Fetch(ctx context.Context, req FetchRequest) (FetchResponse, error)
+}
+
+// FetchRequest is one request of the fetch global, checked by the VM's side
+// (http or https URL with a host, a token method, valid header fields).
+type FetchRequest struct {
+	URL    string      `json:"url"`
+	Method string      `json:"method"`
+	Header [][2]string `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// FetchResponse is what a fetch resolves to.
+type FetchResponse struct {
+	Status     int         `json:"status"`
+	StatusText string      `json:"statusText"`
+	URL        string      `json:"url"`
+	Redirected bool        `json:"redirected"`
+	Header     [][2]string `json:"header,omitempty"`
+	Body       []byte      `json:"body,omitempty"`
+}
+
+// HTTPFetcher is the Fetcher that reaches the network under an egress
+// policy (see FetchOptions). It checks every request again, so a request
+// from a sandbox worker gets the same checks as one from a local VM.
+type HTTPFetcher struct{ f *fetcher }
+
+var _ Fetcher = (*HTTPFetcher)(nil)
+
+// NewFetcher returns an HTTPFetcher with the policy o (zero fields take
+// their defaults). Close it when done.
+func NewFetcher(o FetchOptions) *HTTPFetcher {
+	o.defaults()
+	return &HTTPFetcher{f: newFetcher(o)}
+}
+
+// Close drops idle connections.
+func (h *HTTPFetcher) Close() { h.f.close() }
+
+// Fetch implements Fetcher. Its errors are *FetchError.
+func (h *HTTPFetcher) Fetch(ctx context.Context, fr FetchRequest) (FetchResponse, error) {
+	req, err := h.f.request(ctx, fr)
+	if err != nil {
+		return FetchResponse{}, err
+	}
+	resp, err := h.f.do(req)
+	if err != nil {
+		return FetchResponse{}, &FetchError{Message: fetchFailure(fr.URL, err, h.f.maxResponse)}
+	}
+	return resp, nil
+}
+
+// FetchError is a fetch that failed; Message is what the handler sees.
+type FetchError struct{ Message string }
+
+func (e *FetchError) Error() string { return e.Message }
+
+// request checks fr as hostFetch does and builds its *http.Request.
+func (f *fetcher) request(ctx context.Context, fr FetchRequest) (*http.Request, error) {
+	fail := func(format string, args ...any) error { return &FetchError{Message: fmt.Sprintf(format, args...)} }
+	u, err := url.Parse(fr.URL)
+	switch {
+	case err != nil:
+		return nil, fail("fetch: invalid URL %q", fr.URL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fail("fetch: only http and https URLs are supported, not %q", u.Scheme+":")
+	case u.Host == "":
+		return nil, fail("fetch: the URL %q has no host", fr.URL)
+	case !httpguts.ValidHostHeader(u.Host):
+		return nil, fail("fetch: invalid host in %q", fr.URL)
+	}
+	if err := f.policy.checkLiteral(u.Hostname()); err != nil {
+		return nil, fail("%s", fetchFailure(fr.URL, err, 0))
+	}
+	if !validMethod(fr.Method) {
+		return nil, fail("fetch: invalid method %q", fr.Method)
+	}
+	header := http.Header{}
+	for _, kv := range fr.Header {
+		if !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
+			return nil, fail("fetch: invalid header %q", kv[0])
+		}
+		header.Add(kv[0], kv[1])
+	}
+	req, err := http.NewRequestWithContext(ctx, fr.Method, u.String(), nil)
+	if err != nil {
+		return nil, fail("fetch: %s", err.Error())
+	}
+	header.Del("Host") // the URL names the host
+	req.Header = header
+	if body := fr.Body; body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return req, nil
+}
+
+func validMethod(m string) bool {
+	return m != "" && strings.IndexFunc(m, func(r rune) bool { return !httpguts.IsTokenRune(r) }) < 0
+}
+
 // hostFetch is the Go half of fetch(url, method, [[name, value]…], body);
 // the prelude's fetch normalises the arguments and wraps the result in a
-// Response.
+// Response. Bad arguments throw here; the Fetcher sends the request.
 func (w *worker) hostFetch(call goja.FunctionCall) goja.Value {
 	c := w.active("fetch")
 	rawURL := call.Argument(0).String()
@@ -177,13 +285,10 @@ func (w *worker) hostFetch(call goja.FunctionCall) goja.Value {
 	case !httpguts.ValidHostHeader(u.Host):
 		w.throwType("fetch: invalid host in %q", rawURL)
 	}
-	if err := w.rt.fetch.policy.checkLiteral(u.Hostname()); err != nil {
-		return w.rejected(w.jsError("TypeError", fetchFailure(rawURL, err, 0)))
-	}
-	if method == "" || strings.IndexFunc(method, func(r rune) bool { return !httpguts.IsTokenRune(r) }) >= 0 {
+	if !validMethod(method) {
 		w.throwType("fetch: invalid method %q", method)
 	}
-	header := http.Header{}
+	fr := FetchRequest{URL: rawURL, Method: method}
 	if pairs, ok := call.Argument(2).(*goja.Object); ok {
 		var list [][]string
 		if err := w.vm.ExportTo(pairs, &list); err != nil {
@@ -193,41 +298,38 @@ func (w *worker) hostFetch(call goja.FunctionCall) goja.Value {
 			if len(kv) != 2 || !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
 				w.throwType("fetch: invalid header %q", kv[0])
 			}
-			header.Add(kv[0], kv[1])
+			fr.Header = append(fr.Header, [2]string{kv[0], kv[1]})
 		}
 	}
-	var body []byte
 	switch b := call.Argument(3); {
 	case goja.IsUndefined(b):
 	case isString(b):
-		body = []byte(b.String())
+		fr.Body = []byte(b.String())
 	default:
 		var raw []byte
 		if err := w.vm.ExportTo(b, &raw); err != nil {
 			w.throwType("fetch: unsupported body")
 		}
-		body = bytes.Clone(raw) // the typed array's memory belongs to the VM
+		fr.Body = bytes.Clone(raw) // the typed array's memory belongs to the VM
 	}
-	req, err := http.NewRequestWithContext(c.host(), method, u.String(), nil)
-	if err != nil {
-		w.throwType("fetch: %s", err.Error())
-	}
-	header.Del("Host") // the URL names the host
-	req.Header = header
-	if body != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	f := w.rt.fetch
-	return w.async(c, func(context.Context) settle {
-		status, statusText, finalURL, redirected, hdrs, data, err := f.do(req)
+	f := w.rt.fetcher
+	return w.async(c, func(ctx context.Context) settle {
+		resp, err := f.Fetch(ctx, fr)
 		return func() (goja.Value, goja.Value, error) {
 			if err != nil {
-				return nil, w.jsError("TypeError", fetchFailure(rawURL, err, f.maxResponse)), nil
+				msg := err.Error()
+				var fe *FetchError
+				if !errors.As(err, &fe) {
+					msg = fetchFailure(rawURL, err, 0)
+				}
+				return nil, w.jsError("TypeError", msg), nil
 			}
 			vm := w.vm
-			raw := vm.NewArray(status, statusText, finalURL, redirected, hdrs, vm.NewArrayBuffer(data))
+			hdrs := make([]any, len(resp.Header))
+			for i, kv := range resp.Header {
+				hdrs[i] = []any{kv[0], kv[1]}
+			}
+			raw := vm.NewArray(resp.Status, resp.StatusText, resp.URL, resp.Redirected, hdrs, vm.NewArrayBuffer(resp.Body))
 			return raw, nil, nil
 		}
 	})
@@ -239,34 +341,35 @@ func isString(v goja.Value) bool {
 }
 
 // do sends req and reads the whole response within the size cap.
-func (f *fetcher) do(req *http.Request) (status int, statusText, finalURL string, redirected bool, headers [][]any, body []byte, err error) {
+func (f *fetcher) do(req *http.Request) (FetchResponse, error) {
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return
+		return FetchResponse{}, err
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > f.maxResponse {
-		err = errTooLarge
-		return
+		return FetchResponse{}, errTooLarge
 	}
-	body, err = io.ReadAll(io.LimitReader(resp.Body, f.maxResponse+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxResponse+1))
 	if err != nil {
-		return
+		return FetchResponse{}, err
 	}
 	if int64(len(body)) > f.maxResponse {
-		err, body = errTooLarge, nil
-		return
+		return FetchResponse{}, errTooLarge
 	}
-	status = resp.StatusCode
-	statusText = strings.TrimSpace(strings.TrimPrefix(resp.Status, fmt.Sprint(resp.StatusCode)))
-	finalURL = resp.Request.URL.String()
-	redirected = resp.Request != req
+	out := FetchResponse{
+		Status:     resp.StatusCode,
+		StatusText: strings.TrimSpace(strings.TrimPrefix(resp.Status, fmt.Sprint(resp.StatusCode))),
+		URL:        resp.Request.URL.String(),
+		Redirected: resp.Request != req,
+		Body:       body,
+	}
 	for name, values := range resp.Header {
 		for _, v := range values {
-			headers = append(headers, []any{name, v})
+			out.Header = append(out.Header, [2]string{name, v})
 		}
 	}
-	return
+	return out, nil
 }
 
 // fetchFailure says why a fetch failed, in the words of the policy or limit

@@ -52,6 +52,9 @@ type Options struct {
 	MaxLogBytes int
 	// Fetch is the egress policy of the fetch global.
 	Fetch FetchOptions
+	// Fetcher, when set, sends fetch's requests instead of an HTTPFetcher
+	// with the policy Fetch (which is then unused).
+	Fetcher Fetcher
 	// Now is the clock for log timestamps; time.Now when nil.
 	Now func() time.Time
 }
@@ -70,6 +73,18 @@ type FetchOptions struct {
 	// Timeout bounds connecting (dial and TLS handshake); the invocation's
 	// deadline bounds the whole request. 10s when zero.
 	Timeout time.Duration
+}
+
+func (o *FetchOptions) defaults() {
+	if o.MaxResponse <= 0 {
+		o.MaxResponse = DefaultMaxResponse
+	}
+	if o.MaxRedirects <= 0 {
+		o.MaxRedirects = DefaultMaxRedirects
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
 }
 
 func (o *Options) defaults() {
@@ -94,15 +109,7 @@ func (o *Options) defaults() {
 	if o.MaxLogBytes <= 0 {
 		o.MaxLogBytes = DefaultMaxLogBytes
 	}
-	if o.Fetch.MaxResponse <= 0 {
-		o.Fetch.MaxResponse = DefaultMaxResponse
-	}
-	if o.Fetch.MaxRedirects <= 0 {
-		o.Fetch.MaxRedirects = DefaultMaxRedirects
-	}
-	if o.Fetch.Timeout <= 0 {
-		o.Fetch.Timeout = 10 * time.Second
-	}
+	o.Fetch.defaults()
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -131,6 +138,11 @@ type Invocation struct {
 	BrokerToken string
 	// Secrets are more values to redact from the result, errors and logs.
 	Secrets []string
+	// OnUntrusted, when set, is called on the VM's goroutine with each new
+	// origin as markUntrusted records it (redacted), before the handler goes
+	// on: a sandbox worker reports a mark at once, so that it survives the
+	// worker being killed later in the call.
+	OnUntrusted func(origin string)
 }
 
 // Cost is what a handler reported with context.recordCost, summed.
@@ -164,16 +176,21 @@ type Result struct {
 	LogsTruncated bool
 	// Duration is the wall time of Invoke.
 	Duration time.Duration
+	// Retired is set when the VM that ran the invocation was discarded
+	// (after an interrupt, a stack overflow, a Go panic or a failed top
+	// level; see the package doc), so the next invocation starts afresh.
+	Retired bool
 }
 
 // Runtime invokes handler exports of compiled bundles on pooled, hardened
 // goja VMs. It is safe for concurrent use; each invocation runs on the
 // calling goroutine with a VM no other invocation holds.
 type Runtime struct {
-	opts  Options
-	wd    *watchdog
-	fetch *fetcher
-	host  sync.WaitGroup // host goroutines (fetch, broker) still running
+	opts     Options
+	wd       *watchdog
+	fetcher  Fetcher
+	ownFetch *HTTPFetcher // the fetcher New made, closed by Close
+	host     sync.WaitGroup // host goroutines (fetch, broker) still running
 
 	mu     sync.Mutex
 	pools  *lru.Cache[string, *pool]
@@ -192,12 +209,12 @@ func New(o Options) *Runtime {
 	if err != nil {
 		panic(err) // only for a non-positive size, excluded by defaults
 	}
-	return &Runtime{
-		opts:  o,
-		wd:    newWatchdog(o.MemoryLimit),
-		fetch: newFetcher(o.Fetch),
-		pools: pools,
+	r := &Runtime{opts: o, wd: newWatchdog(o.MemoryLimit), fetcher: o.Fetcher, pools: pools}
+	if r.fetcher == nil {
+		r.ownFetch = NewFetcher(o.Fetch)
+		r.fetcher = r.ownFetch
 	}
+	return r
 }
 
 // Close drops every warm VM, stops the watchdog and waits for host
@@ -214,7 +231,9 @@ func (r *Runtime) Close() {
 	r.mu.Unlock()
 	r.host.Wait()
 	r.wd.stop()
-	r.fetch.close()
+	if r.ownFetch != nil {
+		r.ownFetch.Close()
+	}
 }
 
 // Setup installs on vm the globals handlers get (console, fetch, timers,
@@ -300,11 +319,12 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	out, e := w.invoke(ctx, c, b, inv.Export, inv.Input)
 	r.release(w)
 	res = c.result()
+	res.Retired = w.broken
 	if e != nil {
-		c.redactError(e)
+		c.red.Error(e)
 		return res, e
 	}
-	res.Output = c.redactJSON(out)
+	res.Output = c.red.JSON(out)
 	return res, nil
 }
 

@@ -643,7 +643,7 @@ func TestRedactJSON(t *testing.T) {
 		`{"n":123456}`:           `"[REDACTED]"`, // a secret outside any string: nothing is kept
 		`{"a":"clean"}`:          `{"a":"clean"}`,
 	} {
-		if got := string(c.redactJSON([]byte(in))); got != want {
+		if got := string(c.red.JSON([]byte(in))); got != want {
 			t.Errorf("redactJSON(%s) = %s, want %s", in, got, want)
 		}
 	}
