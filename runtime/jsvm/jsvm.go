@@ -189,7 +189,7 @@ type Runtime struct {
 	opts     Options
 	wd       *watchdog
 	fetcher  Fetcher
-	ownFetch *HTTPFetcher // the fetcher New made, closed by Close
+	ownFetch *HTTPFetcher   // the fetcher New made, closed by Close
 	host     sync.WaitGroup // host goroutines (fetch, broker) still running
 
 	mu     sync.Mutex
