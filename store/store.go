@@ -34,6 +34,9 @@ var (
 	// ErrLastOwner: revoking the key would leave its project without an
 	// active owner key.
 	ErrLastOwner = errors.New("last active owner key")
+	// ErrTooManyRevocations: the end user already has MaxRevokedTokens
+	// revoked customer tokens that have not expired.
+	ErrTooManyRevocations = errors.New("too many revoked customer tokens")
 )
 
 // RunStatus is where a run stands.
@@ -185,6 +188,126 @@ type APIKey struct {
 	Prefix    string    `json:"prefix"`
 	CreatedAt time.Time `json:"createdAt"`
 	RevokedAt time.Time `json:"revokedAt,omitzero"`
+}
+
+// MaxRevokedTokens bounds the revoked customer tokens of one end user that
+// have not expired yet, so that the record the auth path reads stays one
+// small item. Past it, revoke all of the end user's tokens instead.
+const MaxRevokedTokens = 100
+
+// CustomerRevocation revokes customer tokens of one end user of a project:
+// one token (TokenID) or every token issued before IssuedBefore. Exactly
+// one of the two is set.
+type CustomerRevocation struct {
+	ProjectID string
+	EndUserID string
+	// TokenID is the id of the one token revoked.
+	TokenID string
+	// IssuedBefore revokes every token issued before it.
+	IssuedBefore time.Time
+	// Until is when the revoked tokens expire anyway: the token's expiry,
+	// or for IssuedBefore the latest expiry a token issued before it can
+	// have. The store keeps the revocation until then, and forgets it after.
+	Until time.Time
+	// Now is the time of the revocation; what expired by then is dropped.
+	Now time.Time
+}
+
+// Validate refuses a revocation no backend may write.
+func (r CustomerRevocation) Validate() error {
+	switch {
+	case r.ProjectID == "" || r.EndUserID == "":
+		return errors.New("revoke customer tokens: projectId and endUserId are required")
+	case (r.TokenID == "") == r.IssuedBefore.IsZero():
+		return fmt.Errorf("revoke customer tokens of %s: set exactly one of tokenId and issuedBefore", r.EndUserID)
+	case r.Until.IsZero() || r.Now.IsZero():
+		return fmt.Errorf("revoke customer tokens of %s: until and now are required", r.EndUserID)
+	}
+	return nil
+}
+
+// CustomerRevocations are the revocations of one end user's customer
+// tokens. Backends keep them as one record and change it with Apply, so
+// both apply the same rules.
+type CustomerRevocations struct {
+	// IssuedBefore: every token issued before it is revoked (zero: none),
+	// until IssuedBeforeUntil.
+	IssuedBefore      time.Time `json:"issuedBefore,omitzero"`
+	IssuedBeforeUntil time.Time `json:"issuedBeforeUntil,omitzero"`
+	// Tokens maps the id of each revoked token to when it expires (when
+	// its revocation ends).
+	Tokens map[string]time.Time `json:"tokens,omitempty"`
+}
+
+// Revoked reports whether the token with that id, issued at issuedAt, is
+// revoked.
+func (rs CustomerRevocations) Revoked(tokenID string, issuedAt time.Time) bool {
+	if !rs.IssuedBefore.IsZero() && issuedAt.Before(rs.IssuedBefore) {
+		return true
+	}
+	_, ok := rs.Tokens[tokenID]
+	return ok && tokenID != ""
+}
+
+// At returns the revocations of rs in force at now: those that end after
+// it.
+func (rs CustomerRevocations) At(now time.Time) CustomerRevocations {
+	var out CustomerRevocations
+	if rs.IssuedBeforeUntil.After(now) {
+		out.IssuedBefore, out.IssuedBeforeUntil = rs.IssuedBefore, rs.IssuedBeforeUntil
+	}
+	for id, until := range rs.Tokens {
+		if until.After(now) {
+			if out.Tokens == nil {
+				out.Tokens = map[string]time.Time{}
+			}
+			out.Tokens[id] = until
+		}
+	}
+	return out
+}
+
+// Until is when the last revocation of rs ends; zero when there is none.
+func (rs CustomerRevocations) Until() time.Time {
+	last := rs.IssuedBeforeUntil
+	for _, until := range rs.Tokens {
+		if until.After(last) {
+			last = until
+		}
+	}
+	return last
+}
+
+// Apply returns rs as of r.Now with r added: what ended by then dropped, a
+// token's later Until kept, the later cutoff kept with the later of their
+// Untils. ErrTooManyRevocations if r revokes a new token and MaxRevokedTokens
+// are revoked already. r must be valid (Validate).
+func (rs CustomerRevocations) Apply(r CustomerRevocation) (CustomerRevocations, error) {
+	out := rs.At(r.Now)
+	if !r.Until.After(r.Now) {
+		return out, nil
+	}
+	if r.TokenID != "" {
+		prev, ok := out.Tokens[r.TokenID]
+		if !ok && len(out.Tokens) >= MaxRevokedTokens {
+			return rs, fmt.Errorf("revoke customer token %s of end user %s: %w: %d are revoked and not yet expired; revoke all of the end user's tokens instead",
+				r.TokenID, r.EndUserID, ErrTooManyRevocations, len(out.Tokens))
+		}
+		if out.Tokens == nil {
+			out.Tokens = map[string]time.Time{}
+		}
+		if r.Until.After(prev) {
+			out.Tokens[r.TokenID] = r.Until
+		}
+		return out, nil
+	}
+	if r.IssuedBefore.After(out.IssuedBefore) {
+		out.IssuedBefore = r.IssuedBefore
+	}
+	if r.Until.After(out.IssuedBeforeUntil) {
+		out.IssuedBeforeUntil = r.Until
+	}
+	return out, nil
 }
 
 // Deployment is an immutable, numbered version of a project's bundle and
@@ -344,6 +467,20 @@ type Store interface {
 	// project's last active owner key is not revoked (ErrLastOwner), also
 	// when revokes of its owner keys run at the same moment.
 	RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (APIKey, error)
+
+	// RevokeCustomerTokens records r until r.Until. Revoking a token twice
+	// keeps the later Until; of two IssuedBefore, the later one holds.
+	// Revocations that ended by r.Now are dropped; one whose Until is not
+	// after r.Now is not recorded (CustomerRevocations.Apply). Records
+	// whose revocations all ended are deleted, so they never pile up.
+	// ErrTooManyRevocations if the end user already has MaxRevokedTokens
+	// other revoked tokens in force.
+	RevokeCustomerTokens(ctx context.Context, r CustomerRevocation) error
+	// GetCustomerRevocations returns the revocations of an end user's
+	// tokens in force at now (CustomerRevocations.At): one point read, on
+	// the path of every request with a customer token. No revocation is not
+	// an error: the zero CustomerRevocations.
+	GetCustomerRevocations(ctx context.Context, projectID, endUserID string, now time.Time) (CustomerRevocations, error)
 
 	// CreateDeployment stores d as the project's next version and returns it
 	// with Version set.

@@ -19,6 +19,7 @@
 //	steps             <runID> <index u64>                  Step
 //	approvals         <approvalID>                         Approval
 //	broker            <project> <endUser> <coll> <key>     BrokerRecord
+//	revocations       <project> <endUser>                  CustomerRevocations
 //
 //	idx-apikey-hash   <hash>                               apikeys key
 //	idx-run-project   <project> <createdAt> <runID>        all runs
@@ -29,7 +30,11 @@
 //	idx-apr-pending   <project> <requestedAt> <id>         pending only
 //	idx-apr-pending-x <project> <expiresAt> <id>           pending only
 //	idx-apr-due       <expiresAt> <id>                     pending only, every project
+//	idx-revoked-until <until> <revocations key>            every revocation record
 //
+// A revocation record lives until its last revocation ends (its tokens
+// expired); every revocation write first deletes the records whose time
+// passed, by idx-revoked-until, so they do not pile up.
 // An approval leaving pending drops out of the three pending-only indexes in
 // the same transaction, as the DynamoDB item drops out of its sparse GSIs.
 //
@@ -96,6 +101,7 @@ var (
 	bSteps       = []byte("steps")
 	bApprovals   = []byte("approvals")
 	bBroker      = []byte("broker")
+	bRevocations = []byte("revocations")
 
 	xAPIKeyHash    = []byte("idx-apikey-hash")
 	xRunProject    = []byte("idx-run-project")
@@ -106,11 +112,12 @@ var (
 	xAprPending    = []byte("idx-apr-pending")
 	xAprPendingExp = []byte("idx-apr-pending-x")
 	xAprDue        = []byte("idx-apr-due")
+	xRevokedUntil  = []byte("idx-revoked-until")
 
 	allBuckets = [][]byte{
-		bProjects, bAPIKeys, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker,
+		bProjects, bAPIKeys, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
-		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue,
+		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xRevokedUntil,
 	}
 )
 

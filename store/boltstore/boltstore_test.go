@@ -223,3 +223,52 @@ func benchCommitRun(b *testing.B, writers int) {
 		b.Fatal(err)
 	}
 }
+
+// Revocation records do not pile up: a revocation write deletes the records
+// whose revocations all ended, and their index entries.
+func TestEndedRevocationsAreDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		r := store.CustomerRevocation{ProjectID: "p1", EndUserID: fmt.Sprintf("u%d", i), TokenID: "ct1", Until: t0.Add(time.Hour), Now: t0}
+		if i%2 == 0 {
+			r.TokenID, r.IssuedBefore, r.Until = "", t0, t0.Add(24*time.Hour)
+		}
+		if err := s.RevokeCustomerTokens(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past every token's expiry, two writes (each deletes up to 256) leave
+	// only the record still in force.
+	for i := range 2 {
+		later := t0.Add(25 * time.Hour)
+		r := store.CustomerRevocation{ProjectID: "p1", EndUserID: "last", TokenID: fmt.Sprintf("ct%d", i), Until: later.Add(time.Hour), Now: later}
+		if err := s.RevokeCustomerTokens(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"revocations", "idx-revoked-until"} {
+			if n := tx.Bucket([]byte(name)).Stats().KeyN; n != 1 {
+				t.Errorf("bucket %s has %d keys, want 1 (the record in force)", name, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,8 +17,17 @@
 //	step          R#<run>            S#<index>           a step record committed without events       the run's keep
 //	approval      A#<approval>       A                   Approval (the request; settled lazily)       the run's keep
 //	broker        B#<p>:<user>:<coll> <key>              BrokerRecord                                 never
+//	revocations   CTR#<p>:<user>     R                   CustomerRevocations of one end user          its last revocation's end
 //
 // (ttl: the AttrTTL attribute, see Retention below.)
+//
+// The revocations item is the one read (a strongly consistent GetItem) on
+// the path of every request with a customer token. A revocation reads it
+// and puts it back conditional on its version (ver), trying again when a
+// concurrent revocation came between; its ttl is when its last revocation
+// ends (the revoked tokens' expiry), whatever Retention says, since it is
+// worthless afterwards. Readers drop ended revocations themselves, so a
+// late delete changes nothing.
 //
 // Indexes (all sparse, names and key attributes exported as constants):
 //

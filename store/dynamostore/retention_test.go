@@ -579,3 +579,36 @@ func TestRetentionSwitchedOff(t *testing.T) {
 		}
 	}
 }
+
+// TestRevocationTTL: an end user's revocation item carries the end of its
+// last revocation as its ttl, whatever Retention says (it is worthless
+// afterwards), and moves it on with a later revocation; a revocation whose
+// revocations all ended is deleted by the next write.
+func TestRevocationTTL(t *testing.T) {
+	t.Parallel()
+	s := fresh(t, dynamostore.Options{Retention: -1})
+	raw := newRawTable(t, s)
+	ctx := t.Context()
+	revoke := func(id string, until, now time.Time) {
+		t.Helper()
+		r := store.CustomerRevocation{ProjectID: "p1", EndUserID: "u1", TokenID: id, Until: until, Now: now}
+		if err := s.RevokeCustomerTokens(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pk := "CTR#2:p12:u1"
+	revoke("ct1", t0.Add(time.Hour+time.Millisecond), t0)
+	if got, want := ttl(raw.get(pk, "R")), t0.Add(time.Hour).Unix()+1; got != want {
+		t.Errorf("ttl after the first revocation: %d, want %d (the token's expiry, rounded up)", got, want)
+	}
+	revoke("ct2", t0.Add(3*time.Hour), t0)
+	revoke("ct3", t0.Add(2*time.Hour), t0)
+	if got, want := ttl(raw.get(pk, "R")), t0.Add(3*time.Hour).Unix(); got != want {
+		t.Errorf("ttl after later revocations: %d, want %d (the latest expiry)", got, want)
+	}
+	// After every expiry, a revocation that ended already leaves no item.
+	revoke("ct4", t0.Add(4*time.Hour), t0.Add(4*time.Hour))
+	if items := raw.partition(pk, ""); len(items) != 0 {
+		t.Errorf("revocation item after every revocation ended: %v", items)
+	}
+}
