@@ -90,6 +90,31 @@ func (c *Compiler) Load(ctx context.Context, name string, esm []byte) (*Bundle, 
 const sourceMapURL = "stead-bundle.js.map"
 
 func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte) (*Bundle, error) {
+	b, err := build(name, digest, esm)
+	if err != nil {
+		return nil, err
+	}
+	if b.Exports, err = c.exports(ctx, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Compile compiles an ESM bundle whose exports are already known (listed by
+// a Compiler at deploy) without evaluating its top level: for a process that
+// runs a bundle another process checked. Errors are *Error.
+func Compile(name string, esm []byte, exports []Export) (*Bundle, error) {
+	b, err := build(name, Digest(esm), esm)
+	if err != nil {
+		return nil, err
+	}
+	b.Exports = slices.Clone(exports)
+	slices.SortFunc(b.Exports, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
+	return b, nil
+}
+
+// build converts and compiles esm, leaving Exports empty.
+func build(name, digest string, esm []byte) (*Bundle, error) {
 	code, sm, err := toScript(name, esm)
 	if err != nil {
 		return nil, err
@@ -108,11 +133,7 @@ func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte)
 	if err != nil {
 		return nil, &Error{Code: CodeSyntax, File: name, Message: err.Error()}
 	}
-	b := &Bundle{Name: name, Digest: digest, Source: esm, Program: prog}
-	if b.Exports, err = c.exports(ctx, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return &Bundle{Name: name, Digest: digest, Source: esm, Program: prog}, nil
 }
 
 // wrapperHead opens the function the script evaluates to. It stays on the

@@ -41,7 +41,26 @@ const (
 	CodeInternal = "internal-error"
 	// CodeInvalidInput: Invocation.Input is not JSON or is too large.
 	CodeInvalidInput = "invalid-input"
+	// CodeSandboxCrashed: the sandbox worker running the call died another
+	// way than by its time or memory limit (Go's fatal stack overflow, a
+	// signal, a protocol violation). Not necessarily the call's own doing:
+	// such errors are Retryable.
+	CodeSandboxCrashed = "sandbox-crashed"
 )
+
+// NewError returns an *Error with code and message; for CodeTimeout and
+// CodeCanceled it unwraps to context.DeadlineExceeded or context.Canceled,
+// as the Runtime's own do. For code that reports a call across a boundary.
+func NewError(code, message string) *Error {
+	e := &Error{Code: code, Message: message}
+	switch code {
+	case CodeTimeout:
+		e.cause = context.DeadlineExceeded
+	case CodeCanceled:
+		e.cause = context.Canceled
+	}
+	return e
+}
 
 // Error is a failed invocation. Message, Name and Stack are redacted of the
 // invocation's secrets. Code is one of the Code constants.

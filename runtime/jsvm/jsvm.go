@@ -293,7 +293,7 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	if b == nil {
 		return res, &Error{Code: CodeInternal, Message: "jsvm: Invoke called without a bundle"}
 	}
-	if e := checkExport(b, inv.Export); e != nil {
+	if e := CheckExport(b, inv.Export); e != nil {
 		return res, e
 	}
 	if len(inv.Input) > r.opts.MaxInputSize {
@@ -328,7 +328,9 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	return res, nil
 }
 
-func checkExport(b *bundle.Bundle, name string) *Error {
+// CheckExport returns the *Error Invoke fails with when b has no function
+// export name, or nil.
+func CheckExport(b *bundle.Bundle, name string) *Error {
 	ex, ok := b.Export(name)
 	if !ok {
 		fns := b.Functions()

@@ -1,0 +1,496 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"stead/runtime/bundle"
+	"stead/runtime/jsvm"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxIdlePerBundle = 2
+	DefaultMaxIdle          = 16
+	DefaultIdleTimeout      = 10 * time.Minute
+	DefaultMaxCalls         = 10000
+	DefaultGrace            = 300 * time.Millisecond
+	DefaultStartTimeout     = 10 * time.Second
+	DefaultMaxStack         = 64 << 20
+	// DefaultWorkerMemoryOver is how much resident memory a worker may have
+	// beyond Options.MemoryLimit (the Go runtime, the VM, the bundle).
+	DefaultWorkerMemoryOver = 256 << 20
+)
+
+// Options configure a Pool. Zero fields take the defaults.
+type Options struct {
+	// Path is the worker binary; this executable when empty (it must call
+	// Main first thing).
+	Path string
+	// MaxWorkers bounds the calls running at once, all tenants together;
+	// 2 × GOMAXPROCS + 2 when zero. MaxPerTenant bounds one tenant's share
+	// (half of MaxWorkers, at least 1), so one project's hostile handlers
+	// cannot hold every worker. A call waits for a free slot within its
+	// deadline.
+	MaxWorkers   int
+	MaxPerTenant int
+	// MaxIdlePerBundle and MaxIdle bound the warm workers kept per (tenant,
+	// bundle) and in all; the one idle longest goes first. A worker idle
+	// for IdleTimeout is stopped; one that served MaxCalls calls is
+	// replaced.
+	MaxIdlePerBundle int
+	MaxIdle          int
+	IdleTimeout      time.Duration
+	MaxCalls         int
+	// Grace is how long after a call's deadline (or cancellation) the
+	// parent waits for the worker's own interrupt before it kills it.
+	Grace time.Duration
+	// StartTimeout bounds starting a worker and loading its bundle.
+	StartTimeout time.Duration
+	// MemoryLimit is the heap growth one call may cause (the jsvm limit,
+	// enforced inside the worker); WorkerMemory is the resident memory past
+	// which the parent kills the worker (MemoryLimit +
+	// DefaultWorkerMemoryOver when zero). On Linux the worker's data
+	// segment is limited to WorkerMemory + MemoryLimit as well.
+	MemoryLimit  int64
+	WorkerMemory int64
+	// MaxStack is the Go stack one goroutine of a worker may grow to: native
+	// recursion (goja's JSON, regexps) dies there, as a worker.
+	MaxStack int
+	// MaxResultSize, MaxInputSize, MaxLogLines and MaxLogBytes are the jsvm
+	// limits of the same names.
+	MaxResultSize int
+	MaxInputSize  int
+	MaxLogLines   int
+	MaxLogBytes   int
+	// Fetch is the egress policy of handlers' fetch, enforced here, in the
+	// parent.
+	Fetch jsvm.FetchOptions
+	// Now is the clock for log timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() error {
+	if o.Path == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the worker binary: %w", err)
+		}
+		o.Path = p
+	}
+	if o.MaxWorkers <= 0 {
+		o.MaxWorkers = 2*runtime.GOMAXPROCS(0) + 2
+	}
+	if o.MaxPerTenant <= 0 {
+		o.MaxPerTenant = max(1, o.MaxWorkers/2)
+	}
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	set(&o.MaxIdlePerBundle, DefaultMaxIdlePerBundle)
+	set(&o.MaxIdle, DefaultMaxIdle)
+	set(&o.MaxCalls, DefaultMaxCalls)
+	set(&o.MaxStack, DefaultMaxStack)
+	set(&o.MaxResultSize, jsvm.DefaultMaxResultSize)
+	set(&o.MaxInputSize, jsvm.DefaultMaxInputSize)
+	set(&o.MaxLogLines, jsvm.DefaultMaxLogLines)
+	set(&o.MaxLogBytes, jsvm.DefaultMaxLogBytes)
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.MemoryLimit <= 0 {
+		o.MemoryLimit = jsvm.DefaultMemoryLimit
+	}
+	if o.WorkerMemory <= 0 {
+		o.WorkerMemory = o.MemoryLimit + DefaultWorkerMemoryOver
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Pool runs handler calls in sandbox worker processes: warm workers per
+// (tenant, bundle digest), never shared across tenants, each running one
+// call at a time. It implements the engine's Invoker. Safe for concurrent
+// use; Close it when done.
+type Pool struct {
+	opts    Options
+	fetcher *jsvm.HTTPFetcher
+
+	mu       sync.Mutex
+	closed   bool
+	idle     []*proc // oldest first
+	busy     int
+	byTenant map[string]int
+	freed    chan struct{} // closed and replaced when a slot frees
+	live     map[*proc]struct{}
+	starting sync.WaitGroup
+
+	wake chan struct{} // the memory watch: a call started
+	done chan struct{} // closed by Close
+	bg   sync.WaitGroup
+}
+
+var inheritOnce sync.Once
+
+// New returns a Pool. It starts no worker until the first call.
+func New(o Options) (*Pool, error) {
+	if !Supported {
+		return nil, errors.New("sandbox workers need Linux or macOS")
+	}
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	inheritOnce.Do(closeOnExecInherited)
+	p := &Pool{
+		opts:     o,
+		fetcher:  jsvm.NewFetcher(o.Fetch),
+		byTenant: make(map[string]int),
+		freed:    make(chan struct{}),
+		live:     make(map[*proc]struct{}),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	p.bg.Add(2)
+	go p.watchMemory()
+	go p.reapIdle()
+	return p, nil
+}
+
+// Close stops every worker and waits for them to exit. Calls running
+// concurrently fail with jsvm.CodeCanceled.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	close(p.done)
+	procs := make([]*proc, 0, len(p.live))
+	for pr := range p.live {
+		procs = append(procs, pr)
+	}
+	p.idle = nil
+	p.mu.Unlock()
+	p.starting.Wait()
+	for _, pr := range procs {
+		pr.kill(killClosed)
+	}
+	for _, pr := range procs {
+		<-pr.exited
+	}
+	p.bg.Wait()
+	p.fetcher.Close()
+}
+
+// Stats is a snapshot of a Pool's workers.
+type Stats struct {
+	// Live counts worker processes (busy, idle and starting); Busy those
+	// running a call; Idle the warm ones waiting.
+	Live, Busy, Idle int
+	// PIDs are the live workers' process ids.
+	PIDs []int
+}
+
+// Stats returns the pool's current workers.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Live: len(p.live), Busy: p.busy, Idle: len(p.idle)}
+	for pr := range p.live {
+		s.PIDs = append(s.PIDs, pr.pid)
+	}
+	slices.Sort(s.PIDs)
+	return s
+}
+
+// Invoke runs inv on a worker for (inv.Tenant, b.Digest): a warm one, or one
+// started for it. It has jsvm.Runtime.Invoke's contract, and fails with
+// jsvm.CodeSandboxCrashed (Retryable) when the worker dies other than by
+// the call's time or memory limit.
+func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (res jsvm.Result, err error) {
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	if b == nil {
+		return res, jsvm.NewError(jsvm.CodeInternal, "sandbox: Invoke called without a bundle")
+	}
+	if e := jsvm.CheckExport(b, inv.Export); e != nil {
+		return res, e
+	}
+	if len(inv.Input) > p.opts.MaxInputSize {
+		return res, jsvm.NewError(jsvm.CodeInvalidInput, fmt.Sprintf("input is %s, over the %s limit",
+			bundle.FormatSize(int64(len(inv.Input))), bundle.FormatSize(int64(p.opts.MaxInputSize))))
+	}
+	if err := p.acquireSlot(ctx, inv.Tenant); err != nil {
+		return res, p.contextError(ctx, start, "while waiting for a free sandbox worker")
+	}
+	defer p.releaseSlot(inv.Tenant)
+	key := poolKey(inv.Tenant, b.Digest)
+	pr, err := p.take(ctx, key, b)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, p.contextError(ctx, start, "while starting a sandbox worker")
+		}
+		return res, err
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	res, err, keep := pr.call(ctx, p, &inv, start)
+	if keep {
+		p.putIdle(pr)
+	} else {
+		pr.kill(killRetired)
+	}
+	return res, err
+}
+
+func (p *Pool) contextError(ctx context.Context, start time.Time, while string) *jsvm.Error {
+	elapsed := time.Since(start).Round(time.Millisecond)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return jsvm.NewError(jsvm.CodeCanceled, fmt.Sprintf("invocation cancelled after %s %s", elapsed, while))
+	}
+	return jsvm.NewError(jsvm.CodeTimeout, fmt.Sprintf(
+		"handler did not finish before its deadline (ran %s, %s); make it faster or raise the step timeout", elapsed, while))
+}
+
+// poolKey names the warm workers of one tenant's bundle.
+func poolKey(tenant, digest string) string { return tenant + "\x00" + digest }
+
+// acquireSlot waits until the tenant may run one more call.
+func (p *Pool) acquireSlot(ctx context.Context, tenant string) error {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return errors.New("the sandbox pool is closed")
+		}
+		if p.busy < p.opts.MaxWorkers && p.byTenant[tenant] < p.opts.MaxPerTenant {
+			p.busy++
+			p.byTenant[tenant]++
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Pool) releaseSlot(tenant string) {
+	p.mu.Lock()
+	p.busy--
+	if p.byTenant[tenant]--; p.byTenant[tenant] <= 0 {
+		delete(p.byTenant, tenant)
+	}
+	close(p.freed)
+	p.freed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// take returns an idle worker of key, or starts one.
+func (p *Pool) take(ctx context.Context, key string, b *bundle.Bundle) (*proc, error) {
+	p.mu.Lock()
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if pr := p.idle[i]; pr.key == key {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			p.mu.Unlock()
+			return pr, nil
+		}
+	}
+	if p.closed {
+		p.mu.Unlock()
+		return nil, jsvm.NewError(jsvm.CodeCanceled, "the sandbox pool is closed")
+	}
+	p.starting.Add(1)
+	p.mu.Unlock()
+	defer p.starting.Done()
+	return p.start(ctx, key, b)
+}
+
+// putIdle keeps a worker warm, within the idle bounds.
+func (p *Pool) putIdle(pr *proc) {
+	p.mu.Lock()
+	if p.closed || pr.calls >= p.opts.MaxCalls {
+		p.mu.Unlock()
+		pr.kill(killRetired)
+		return
+	}
+	var drop []*proc
+	same := 0
+	for _, q := range p.idle {
+		if q.key == pr.key {
+			same++
+		}
+	}
+	if same >= p.opts.MaxIdlePerBundle {
+		for i, q := range p.idle { // the oldest of the same bundle
+			if q.key == pr.key {
+				drop = append(drop, q)
+				p.idle = slices.Delete(p.idle, i, i+1)
+				break
+			}
+		}
+	}
+	if len(p.idle) >= p.opts.MaxIdle {
+		drop = append(drop, p.idle[0])
+		p.idle = p.idle[1:]
+	}
+	pr.idleSince = time.Now()
+	p.idle = append(p.idle, pr)
+	p.mu.Unlock()
+	for _, q := range drop {
+		q.kill(killRetired)
+	}
+}
+
+// reapIdle stops workers idle for longer than IdleTimeout.
+func (p *Pool) reapIdle() {
+	defer p.bg.Done()
+	t := time.NewTicker(min(p.opts.IdleTimeout/4, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-p.opts.IdleTimeout)
+		p.mu.Lock()
+		var drop []*proc
+		p.idle = slices.DeleteFunc(p.idle, func(pr *proc) bool {
+			if pr.idleSince.Before(cutoff) {
+				drop = append(drop, pr)
+				return true
+			}
+			return false
+		})
+		p.mu.Unlock()
+		for _, pr := range drop {
+			pr.kill(killRetired)
+		}
+	}
+}
+
+// watchMemory reads the resident memory of busy workers every
+// memoryPollMillis while any runs, and kills those over WorkerMemory.
+func (p *Pool) watchMemory() {
+	defer p.bg.Done()
+	interval := memoryPollMillis * time.Millisecond
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.wake:
+		}
+		for {
+			p.mu.Lock()
+			var busy []*proc
+			for pr := range p.live {
+				if pr.running.Load() {
+					busy = append(busy, pr)
+				}
+			}
+			p.mu.Unlock()
+			if len(busy) == 0 {
+				break
+			}
+			for _, pr := range busy {
+				if rss, err := residentMemory(pr.pid); err == nil && rss > p.opts.WorkerMemory {
+					pr.rss.Store(rss)
+					pr.kill(killMemory)
+				}
+			}
+			select {
+			case <-p.done:
+				return
+			case <-time.After(interval):
+			}
+		}
+	}
+}
+
+// start starts a worker for key and loads b into it.
+func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	fds, err := socketpair()
+	if err != nil {
+		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: socketpair: "+err.Error())
+	}
+	parentFile, childFile := os.NewFile(uintptr(fds[0]), "sandbox-parent"), os.NewFile(uintptr(fds[1]), "sandbox-child")
+	conn, err := net.FileConn(parentFile)
+	_ = parentFile.Close()
+	if err != nil {
+		_ = childFile.Close()
+		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
+	}
+	args := workerArgs{
+		version: protocolVersion, maxStack: p.opts.MaxStack,
+		dataLimit: p.opts.WorkerMemory + p.opts.MemoryLimit, goMemory: p.opts.MemoryLimit + p.opts.MemoryLimit/2,
+	}
+	cmd := exec.Command(p.opts.Path, args.list()...)
+	cmd.Env = []string{} // nothing of the parent's environment: no credentials, no keys
+	cmd.Dir = os.TempDir()
+	cmd.ExtraFiles = []*os.File{childFile}
+	tail := &tailBuffer{}
+	cmd.Stderr = tail
+	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		_ = childFile.Close()
+		_ = conn.Close()
+		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
+	}
+	_ = childFile.Close()
+	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, stderr: tail,
+		dead: make(chan struct{}), exited: make(chan struct{})}
+	p.mu.Lock()
+	p.live[pr] = struct{}{}
+	p.mu.Unlock()
+	go pr.wait()
+	if err := pr.load(ctx, b, p.loadLimits()); err != nil {
+		pr.kill(killRetired)
+		return nil, err
+	}
+	go pr.read()
+	return pr, nil
+}
+
+func (p *Pool) loadLimits() limitsMsg {
+	return limitsMsg{
+		MemoryLimit: p.opts.MemoryLimit, MaxResultSize: p.opts.MaxResultSize, MaxInputSize: p.opts.MaxInputSize,
+		MaxLogLines: p.opts.MaxLogLines, MaxLogBytes: p.opts.MaxLogBytes,
+	}
+}
+
+// forget drops an exited worker from the pool.
+func (p *Pool) forget(pr *proc) {
+	p.mu.Lock()
+	delete(p.live, pr)
+	p.idle = slices.DeleteFunc(p.idle, func(q *proc) bool { return q == pr })
+	p.mu.Unlock()
+}

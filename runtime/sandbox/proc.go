@@ -1,0 +1,547 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"stead/runtime/bundle"
+	"stead/runtime/jsvm"
+	"stead/store"
+)
+
+// Why the parent killed a worker.
+type killReason int32
+
+const (
+	killNone     killReason = iota
+	killRetired             // spent, surplus or idle too long: no call is affected
+	killClosed              // the pool closed
+	killTimeout             // its call's deadline passed, plus the grace
+	killMemory              // its resident memory went over WorkerMemory
+	killProtocol            // it broke the protocol
+)
+
+// proc is one worker process, seen from the parent.
+type proc struct {
+	pool   *Pool
+	key    string
+	pid    int
+	cmd    *exec.Cmd
+	conn   net.Conn
+	stderr *tailBuffer
+
+	rbuf []byte // the reader's
+	wmu  sync.Mutex
+	wbuf []byte
+
+	calls     int       // calls served; touched by the caller holding it
+	idleSince time.Time // guarded by Pool.mu
+	running   atomic.Bool
+	rss       atomic.Int64 // resident memory that got it killed
+
+	mu        sync.Mutex // guards cur, reason, violation
+	cur       *pcall
+	reason    killReason
+	violation string
+	killOnce  sync.Once
+
+	dead   chan struct{} // closed when the reader stopped
+	exited chan struct{} // closed when the process was reaped
+}
+
+// pcall is the parent's state of the call a worker runs.
+type pcall struct {
+	inv       *jsvm.Invocation
+	ctx       context.Context // host work; cancelled when the call ends
+	done      chan *doneMsg
+	untrusted []string
+	hostCalls int
+	inFlight  int
+	ended     bool
+	host      sync.WaitGroup
+}
+
+func (pr *proc) send(m *message) error {
+	pr.wmu.Lock()
+	defer pr.wmu.Unlock()
+	return writeFrame(pr.conn, &pr.wbuf, m)
+}
+
+// kill sends SIGKILL once, recording why (the first reason stays).
+func (pr *proc) kill(why killReason) {
+	pr.mu.Lock()
+	if pr.reason == killNone {
+		pr.reason = why
+	}
+	pr.mu.Unlock()
+	pr.killOnce.Do(func() {
+		_ = pr.cmd.Process.Signal(syscall.SIGKILL)
+		_ = pr.conn.Close()
+	})
+}
+
+func (pr *proc) violate(format string, args ...any) {
+	pr.mu.Lock()
+	if pr.violation == "" {
+		pr.violation = fmt.Sprintf(format, args...)
+	}
+	pr.mu.Unlock()
+	pr.kill(killProtocol)
+}
+
+// wait reaps the process.
+func (pr *proc) wait() {
+	_ = pr.cmd.Wait()
+	_ = pr.conn.Close()
+	close(pr.exited)
+	pr.pool.forget(pr)
+}
+
+// load waits for the worker's ready frame and hands it the bundle.
+func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error {
+	if d, ok := ctx.Deadline(); ok {
+		_ = pr.conn.SetDeadline(d)
+	}
+	defer pr.conn.SetDeadline(time.Time{})
+	stop := context.AfterFunc(ctx, func() { _ = pr.conn.SetDeadline(time.Now()) })
+	defer stop()
+	fail := func(what string, err error) error {
+		pr.kill(killProtocol)
+		<-pr.exited
+		return jsvm.NewError(jsvm.CodeSandboxCrashed, fmt.Sprintf("start a sandbox worker: %s: %v%s", what, err, pr.stderrNote()))
+	}
+	var m message
+	if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+		return fail("wait for it to start", err)
+	}
+	if m.T != msgReady || m.V != protocolVersion {
+		return fail("handshake", fmt.Errorf("got %q frame with protocol %d, want ready with %d", m.T, m.V, protocolVersion))
+	}
+	err := pr.send(&message{T: msgLoad, Load: &loadMsg{Name: b.Name, Source: b.Source, Exports: b.Exports, Limits: lim}})
+	if err != nil {
+		return fail("send the bundle", err)
+	}
+	if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+		return fail("load the bundle", err)
+	}
+	if m.T != msgLoaded {
+		return fail("load the bundle", fmt.Errorf("got %q frame", m.T))
+	}
+	if m.Error != nil {
+		return &bundle.Error{Code: m.Error.Code, File: b.Name, Message: m.Error.Message}
+	}
+	return nil
+}
+
+// read handles the worker's frames until it dies or breaks the protocol.
+func (pr *proc) read() {
+	defer close(pr.dead)
+	for {
+		var m message
+		if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+			if errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame") {
+				pr.violate("%v", err)
+			}
+			return
+		}
+		pr.mu.Lock()
+		c := pr.cur
+		pr.mu.Unlock()
+		if c == nil || c.ended {
+			pr.violate("a %q frame while no call runs", m.T)
+			return
+		}
+		switch m.T {
+		case msgHost:
+			if m.Host == nil || !pr.startHost(c, m.ID, m.Host) {
+				return
+			}
+		case msgUntrusted:
+			if m.Origin == "" || len(m.Origin) > maxOrigin {
+				pr.violate("an untrusted mark of %d bytes", len(m.Origin))
+				return
+			}
+			pr.mu.Lock()
+			if len(c.untrusted) < maxUntrusted && !slices.Contains(c.untrusted, m.Origin) {
+				c.untrusted = append(c.untrusted, m.Origin)
+			}
+			pr.mu.Unlock()
+		case msgDone:
+			if m.Done == nil {
+				pr.violate("a done frame without a result")
+				return
+			}
+			pr.mu.Lock()
+			c.ended = true
+			pr.mu.Unlock()
+			c.done <- m.Done
+		default:
+			pr.violate("an unexpected %q frame", m.T)
+			return
+		}
+	}
+}
+
+const (
+	maxUntrusted = 100
+	maxOrigin    = 2048
+)
+
+// call runs one invocation on the worker. keep reports whether the worker
+// may serve another call.
+func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start time.Time) (res jsvm.Result, err error, keep bool) {
+	hostCtx, cancelHost := context.WithCancel(ctx)
+	c := &pcall{inv: inv, ctx: hostCtx, done: make(chan *doneMsg, 1)}
+	pr.mu.Lock()
+	pr.cur = c
+	pr.mu.Unlock()
+	pr.calls++
+	pr.running.Store(true)
+	defer func() {
+		pr.running.Store(false)
+		cancelHost()
+		c.host.Wait()
+		pr.mu.Lock()
+		c.ended = true
+		pr.cur = nil
+		pr.mu.Unlock()
+	}()
+	red := jsvm.NewRedactor(append([]string{inv.BrokerToken}, inv.Secrets...)...)
+	cm := &callMsg{
+		Export: inv.Export, Input: jsontext.Value(inv.Input),
+		RunID: inv.RunID, StepID: inv.StepID, StepIndex: inv.StepIndex, EndUserID: inv.EndUserID,
+		IdempotencyKey: inv.IdempotencyKey, BrokerToken: inv.BrokerToken, Broker: inv.Broker != nil,
+	}
+	if d, ok := ctx.Deadline(); ok {
+		cm.Deadline = d.UnixMilli()
+	}
+	if err := pr.send(&message{T: msgCall, Call: cm}); err != nil {
+		pr.kill(killProtocol)
+		return pr.died(ctx, c, red, start)
+	}
+	select {
+	case d := <-c.done:
+		return pr.finish(c, d, red, start)
+	case <-pr.dead:
+		return pr.died(ctx, c, red, start)
+	case <-ctx.Done():
+	}
+	_ = pr.send(&message{T: msgCancel})
+	grace := time.NewTimer(p.opts.Grace)
+	defer grace.Stop()
+	select {
+	case d := <-c.done:
+		res, err, _ = pr.finish(c, d, red, start)
+		return res, err, false // interrupted: the VM is spent
+	case <-pr.dead:
+	case <-grace.C:
+		pr.kill(killTimeout)
+	}
+	return pr.died(ctx, c, red, start)
+}
+
+// finish turns the worker's done frame into the call's result.
+func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time) (jsvm.Result, error, bool) {
+	o := &pr.pool.opts
+	res := jsvm.Result{
+		Cost:          jsvm.Cost{TokensInput: max(0, d.Cost.TokensInput), TokensOutput: max(0, d.Cost.TokensOutput), CostUSD: d.Cost.CostUSD},
+		LogsTruncated: d.LogsTruncated,
+		Retired:       d.Retired,
+	}
+	if math.IsNaN(res.Cost.CostUSD) || res.Cost.CostUSD < 0 {
+		res.Cost.CostUSD = 0
+	}
+	res.Untrusted = c.untrusted
+	for _, u := range d.Untrusted {
+		if len(res.Untrusted) < maxUntrusted && u != "" && len(u) <= maxOrigin && !slices.Contains(res.Untrusted, u) {
+			res.Untrusted = append(res.Untrusted, u)
+		}
+	}
+	res.Logs, res.LogsTruncated = boundLogs(d.Logs, o.MaxLogLines, o.MaxLogBytes, start, o.Now())
+	res.LogsTruncated = res.LogsTruncated || d.LogsTruncated
+	red.Result(&res)
+	if d.Error != nil {
+		e := jsvm.NewError(d.Error.Code, clip(d.Error.Message, maxMessage))
+		e.Name, e.Stack, e.Retryable = clip(d.Error.Name, 200), clip(d.Error.Stack, maxMessage), d.Error.Retryable
+		red.Error(e)
+		return res, e, !d.Retired
+	}
+	switch {
+	case len(d.Output) == 0:
+		pr.violate("a result without output or error")
+	case len(d.Output) > o.MaxResultSize:
+		pr.violate("a result of %d bytes, over the %d-byte limit", len(d.Output), o.MaxResultSize)
+	case depth(d.Output) > maxOutputDepth:
+		pr.violate("a result nested over %d levels", maxOutputDepth)
+	default:
+		res.Output = red.JSON(bytes.Clone(d.Output))
+		return res, nil, !d.Retired
+	}
+	res.Logs, res.Untrusted = nil, c.untrusted
+	return res, pr.crashError(), false
+}
+
+const maxMessage = 16 << 10
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…[truncated]"
+}
+
+// boundLogs keeps the worker's log lines within the limits, with sane
+// levels and times.
+func boundLogs(in []logMsg, maxLines, maxBytes int, start, now time.Time) ([]jsvm.Log, bool) {
+	var out []jsvm.Log
+	total, cut := 0, false
+	for _, l := range in {
+		if len(out) >= maxLines || total >= maxBytes {
+			return out, true
+		}
+		msg := l.Message
+		if room := maxBytes - total; len(msg) > room {
+			msg, cut = clip(msg, room), true
+		}
+		total += len(msg)
+		level := l.Level
+		switch level {
+		case "log", "info", "warn", "error", "debug":
+		default:
+			level = "log"
+		}
+		at := time.UnixMicro(l.At)
+		if at.Before(start) || at.After(now) {
+			at = now
+		}
+		out = append(out, jsvm.Log{Level: level, Message: msg, At: at})
+	}
+	return out, cut
+}
+
+// died reports the call of a worker that is dead or dying: it waits for the
+// process to be reaped and says why it died.
+func (pr *proc) died(ctx context.Context, c *pcall, red *jsvm.Redactor, start time.Time) (jsvm.Result, error, bool) {
+	pr.kill(killNone) // make sure; the first reason stays
+	<-pr.exited
+	pr.mu.Lock()
+	res := jsvm.Result{Untrusted: slices.Clone(c.untrusted), Retired: true}
+	reason := pr.reason
+	pr.mu.Unlock()
+	red.Result(&res)
+	o := &pr.pool.opts
+	elapsed := time.Since(start).Round(time.Millisecond)
+	var e *jsvm.Error
+	switch {
+	case reason == killTimeout || (ctx.Err() != nil && reason != killMemory):
+		e = pr.pool.contextError(ctx, start, fmt.Sprintf("its sandbox worker was stopped %s after the deadline", o.Grace))
+	case reason == killMemory || pr.stderr.outOfMemory():
+		e = jsvm.NewError(jsvm.CodeMemory, fmt.Sprintf(
+			"memory limit exceeded: the handler's sandbox worker reached %s of memory (the limit is %s) after %s and was stopped; process less data per call",
+			bundle.FormatSize(max(pr.rss.Load(), o.WorkerMemory)), bundle.FormatSize(o.WorkerMemory), elapsed))
+	default:
+		e = pr.crashError()
+	}
+	red.Error(e)
+	return res, e, false
+}
+
+// crashError describes a worker that died another way.
+func (pr *proc) crashError() *jsvm.Error {
+	pr.mu.Lock()
+	violation := pr.violation
+	pr.mu.Unlock()
+	var why string
+	if violation != "" {
+		why = "it broke the sandbox protocol (" + violation + ")"
+	} else {
+		why = "it " + exitDescription(pr.cmd.ProcessState)
+	}
+	e := jsvm.NewError(jsvm.CodeSandboxCrashed, "the handler's sandbox worker died: "+why+pr.stderrNote())
+	e.Retryable = true
+	return e
+}
+
+func exitDescription(ps interface{ String() string }) string {
+	if ps == nil {
+		return "ended"
+	}
+	return "ended with " + ps.String()
+}
+
+// stderrNote quotes the worker's fatal error line, if it printed one.
+func (pr *proc) stderrNote() string {
+	if line := pr.stderr.fatalLine(); line != "" {
+		return ": " + line
+	}
+	return ""
+}
+
+// startHost runs one host request of the worker's call on its own
+// goroutine; it reports false (having killed the worker) for a request the
+// protocol does not allow.
+func (pr *proc) startHost(c *pcall, id uint64, h *hostMsg) bool {
+	pr.mu.Lock()
+	c.hostCalls++
+	c.inFlight++
+	calls, inFlight := c.hostCalls, c.inFlight
+	pr.mu.Unlock()
+	switch {
+	case id == 0:
+		pr.violate("a host request without an id")
+		return false
+	case calls > maxHostCalls:
+		pr.violate("more than %d host requests in one call", maxHostCalls)
+		return false
+	case inFlight > maxHostInFlight:
+		pr.violate("more than %d host requests at once", maxHostInFlight)
+		return false
+	}
+	c.host.Add(1)
+	go func() {
+		defer c.host.Done()
+		r := pr.pool.serveHost(c.ctx, c.inv, h)
+		pr.mu.Lock()
+		c.inFlight--
+		current := pr.cur == c && !c.ended
+		pr.mu.Unlock()
+		if current && c.ctx.Err() == nil {
+			_ = pr.send(&message{T: msgReply, ID: id, Reply: r})
+		}
+	}()
+	return true
+}
+
+// serveHost carries out a broker or fetch request for inv, checking it as
+// the VM's side would have: the worker may be lying.
+func (p *Pool) serveHost(ctx context.Context, inv *jsvm.Invocation, h *hostMsg) *replyMsg {
+	fail := func(err error) *replyMsg {
+		if err == nil {
+			return &replyMsg{}
+		}
+		return &replyMsg{Error: err.Error()}
+	}
+	if h.Op == opFetch {
+		if h.Fetch == nil {
+			return fail(errors.New("fetch: no request"))
+		}
+		if len(h.Fetch.Body) > maxFetchBody {
+			return fail(fmt.Errorf("fetch %s failed: the request body is over the %s limit", h.Fetch.URL, bundle.FormatSize(maxFetchBody)))
+		}
+		resp, err := p.fetcher.Fetch(ctx, *h.Fetch)
+		if err != nil {
+			return fail(err)
+		}
+		return &replyMsg{Fetch: &resp}
+	}
+	br := inv.Broker
+	if br == nil {
+		return fail(errors.New("the broker is not available for this invocation (no broker is configured)"))
+	}
+	if err := store.CheckBrokerCollection(h.Collection); err != nil {
+		return fail(err)
+	}
+	if h.Op != opList {
+		if err := store.CheckBrokerKey(h.Key); err != nil {
+			return fail(err)
+		}
+	}
+	switch h.Op {
+	case opGet:
+		v, found, err := br.Get(ctx, h.Collection, h.Key)
+		if err != nil {
+			return fail(err)
+		}
+		return &replyMsg{Value: jsontext.Value(v), Found: found}
+	case opPut:
+		if len(h.Value) == 0 {
+			return fail(errors.New("the value is not JSON"))
+		}
+		return fail(br.Put(ctx, h.Collection, h.Key, []byte(h.Value)))
+	case opDelete:
+		found, err := br.Delete(ctx, h.Collection, h.Key)
+		if err != nil {
+			return fail(err)
+		}
+		return &replyMsg{Found: found}
+	case opList:
+		items, err := br.List(ctx, h.Collection)
+		if err != nil {
+			return fail(err)
+		}
+		r := &replyMsg{Items: make([]brokerItem, len(items))}
+		for i, it := range items {
+			r.Items[i] = brokerItem{Key: it.Key, Value: jsontext.Value(it.Value)}
+		}
+		return r
+	}
+	return fail(fmt.Errorf("unknown host operation %q", h.Op))
+}
+
+// tailBuffer keeps the first and the last few KiB a worker wrote to
+// stderr: Go's fatal errors come first, followed by long goroutine dumps.
+type tailBuffer struct {
+	mu   sync.Mutex
+	head []byte
+	tail []byte
+}
+
+const stderrKeep = 4 << 10
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(b)
+	if room := stderrKeep - len(t.head); room > 0 {
+		k := min(room, len(b))
+		t.head = append(t.head, b[:k]...)
+		b = b[k:]
+	}
+	t.tail = append(t.tail, b...)
+	if len(t.tail) > stderrKeep {
+		t.tail = append(t.tail[:0], t.tail[len(t.tail)-stderrKeep:]...)
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.head) + "\n" + string(t.tail)
+}
+
+// fatalLine returns the Go runtime's "fatal error: …" line (or the worker's
+// own complaint), clipped and made valid UTF-8.
+func (t *tailBuffer) fatalLine() string {
+	for _, line := range strings.Split(t.String(), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "runtime: ") || strings.HasPrefix(line, "stead sandbox worker:") {
+			return clip(strings.ToValidUTF8(line, "?"), 300)
+		}
+	}
+	return ""
+}
+
+// outOfMemory reports whether the Go runtime died for want of memory (its
+// data-segment limit).
+func (t *tailBuffer) outOfMemory() bool {
+	s := t.String()
+	return strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory")
+}

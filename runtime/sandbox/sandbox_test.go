@@ -1,0 +1,269 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"stead/runtime/bundle"
+	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	sandbox.Main() // the test binary is the worker binary
+	goleak.VerifyTestMain(m)
+}
+
+func newPool(t testing.TB, o sandbox.Options) *sandbox.Pool {
+	t.Helper()
+	p, err := sandbox.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func load(t testing.TB, src string) *bundle.Bundle {
+	t.Helper()
+	rt := jsvm.New(jsvm.Options{})
+	defer rt.Close()
+	b, err := bundle.NewCompiler(bundle.Options{Setup: rt.Setup}).Load(context.Background(), "handlers.mjs", []byte(src))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return b
+}
+
+func invoke(t testing.TB, p *sandbox.Pool, b *bundle.Bundle, timeout time.Duration, inv jsvm.Invocation) (jsvm.Result, *jsvm.Error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if inv.Tenant == "" {
+		inv.Tenant = "prj_test"
+	}
+	res, err := p.Invoke(ctx, b, inv)
+	if err == nil {
+		return res, nil
+	}
+	e, ok := jsvm.AsError(err)
+	if !ok {
+		t.Fatalf("Invoke(%s) returned %T %v, want *jsvm.Error", inv.Export, err, err)
+	}
+	return res, e
+}
+
+const handlers = `
+let calls = 0;
+export async function echo(input, context) {
+  calls++;
+  console.log("echo", JSON.stringify(input));
+  context.recordCost({ tokensInput: 3, costUsd: 0.5 });
+  return { input, calls, run: context.run.id, step: context.step.id, endUser: context.endUserId,
+    key: context.idempotencyKey, token: context.broker.token, hasDeadline: typeof context.deadline === "number" };
+}
+export async function broker(input, context) {
+  await context.broker.put("notes", "a", { n: 1, s: "x" });
+  const got = await context.broker.get("notes", "a");
+  const missing = await context.broker.get("notes", "nope");
+  const list = await context.broker.list("notes");
+  const existed = await context.broker.delete("notes", "a");
+  let bad = "";
+  try { await context.broker.get("", "a"); } catch (e) { bad = e.message; }
+  return { got, missing: missing === undefined, list, existed, bad };
+}
+export async function untrusted(input, context) {
+  context.markUntrusted("web:" + input.site);
+  if (input.crash) { JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); }
+  return "ok";
+}
+export async function fetchIt(input) {
+  const r = await fetch(input.url, { method: "POST", body: "hi", headers: { "x-a": "b" } });
+  return { status: r.status, text: await r.text(), h: r.headers.get("x-reply") };
+}
+export async function env() { return typeof process === "undefined" ? "none" : "process"; }
+export async function throws() { throw new TypeError("bad thing"); }
+export async function secret(input, context) { console.log("key " + input.s); return { s: input.s }; }
+`
+
+func TestCallCrossesTheBoundary(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	b := load(t, handlers)
+	inv := jsvm.Invocation{Export: "echo", Input: json.RawMessage(`{"n":42}`), RunID: "run_1", StepID: "s1",
+		EndUserID: "eu_1", IdempotencyKey: "idem", BrokerToken: "tok_abc"}
+	for i := 1; i <= 3; i++ {
+		res, e := invoke(t, p, b, 5*time.Second, inv)
+		if e != nil {
+			t.Fatalf("call %d: %s: %s", i, e.Code, e.Message)
+		}
+		want := fmt.Sprintf(`{"input":{"n":42},"calls":%d,"run":"run_1","step":"s1","endUser":"eu_1","key":"idem","token":"[REDACTED]","hasDeadline":true}`, i)
+		if string(res.Output) != want {
+			t.Errorf("call %d output %s, want %s (module state persists on a warm worker)", i, res.Output, want)
+		}
+		if len(res.Logs) != 1 || res.Logs[0].Message != `echo {"n":42}` || res.Logs[0].Level != "log" {
+			t.Errorf("logs %+v", res.Logs)
+		}
+		if res.Cost.TokensInput != 3 || res.Cost.CostUSD != 0.5 {
+			t.Errorf("cost %+v", res.Cost)
+		}
+	}
+	if s := p.Stats(); s.Live != 1 || s.Idle != 1 {
+		t.Errorf("stats %+v, want one warm worker", s)
+	}
+	// Another tenant never shares the worker (fresh module state).
+	inv.Tenant = "prj_other"
+	res, e := invoke(t, p, b, 5*time.Second, inv)
+	if e != nil || !strings.Contains(string(res.Output), `"calls":1`) {
+		t.Errorf("other tenant: %s %v", res.Output, e)
+	}
+	if s := p.Stats(); s.Live != 2 {
+		t.Errorf("stats %+v, want a worker per tenant", s)
+	}
+}
+
+func TestBrokerAndErrorsCrossTheBoundary(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	b := load(t, handlers)
+	res, e := invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "broker", Broker: &jsvm.MemoryBroker{}})
+	if e != nil {
+		t.Fatalf("%s: %s", e.Code, e.Message)
+	}
+	want := `{"got":{"n":1,"s":"x"},"missing":true,"list":[{"key":"a","value":{"n":1,"s":"x"}}],"existed":true,"bad":"context.broker.get: collection must be a non-empty string, got a string"}`
+	if string(res.Output) != want {
+		t.Errorf("output %s\nwant   %s", res.Output, want)
+	}
+	_, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "throws"})
+	if e == nil || e.Code != jsvm.CodeHandlerError || e.Name != "TypeError" || e.Message != "bad thing" || !strings.Contains(e.Stack, "handlers.mjs:") {
+		t.Errorf("throws: %+v", e)
+	}
+	_, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "nope"})
+	if e == nil || e.Code != jsvm.CodeExportNotFound {
+		t.Errorf("missing export: %+v", e)
+	}
+	res, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "env"})
+	if e != nil || string(res.Output) != `"none"` {
+		t.Errorf("env: %s %v", res.Output, e)
+	}
+}
+
+func TestSecretsNeverReachTheWorker(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	b := load(t, handlers)
+	res, e := invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "secret", Input: json.RawMessage(`{"s":"sk-live-123"}`), Secrets: []string{"sk-live-123"}})
+	if e != nil {
+		t.Fatal(e)
+	}
+	if string(res.Output) != `{"s":"[REDACTED]"}` || res.Logs[0].Message != "key [REDACTED]" {
+		t.Errorf("not redacted: %s %+v", res.Output, res.Logs)
+	}
+}
+
+func TestFetchGoesThroughTheParentsPolicy(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-reply", r.Header.Get("x-a"))
+		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
+	}))
+	defer srv.Close()
+	b := load(t, handlers)
+	refused := newPool(t, sandbox.Options{})
+	_, e := invoke(t, refused, b, 5*time.Second, jsvm.Invocation{Export: "fetchIt", Input: json.RawMessage(`{"url":"` + srv.URL + `/x"}`)})
+	if e == nil || !strings.Contains(e.Message, "loopback") {
+		t.Errorf("loopback fetch without an allowlist: %+v", e)
+	}
+	allowed := newPool(t, sandbox.Options{Fetch: jsvm.FetchOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	res, e := invoke(t, allowed, b, 5*time.Second, jsvm.Invocation{Export: "fetchIt", Input: json.RawMessage(`{"url":"` + srv.URL + `/x"}`)})
+	if e != nil || string(res.Output) != `{"status":200,"text":"POST /x","h":"b"}` {
+		t.Errorf("allowed fetch: %s %+v", res.Output, e)
+	}
+}
+
+func TestUntrustedMarkSurvivesACrash(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	b := load(t, handlers)
+	start := time.Now()
+	res, e := invoke(t, p, b, 10*time.Second, jsvm.Invocation{Export: "untrusted", Input: json.RawMessage(`{"site":"evil.example","crash":true}`)})
+	if e == nil || e.Code != jsvm.CodeSandboxCrashed || !e.Retryable {
+		t.Fatalf("want sandbox-crashed, got %+v", e)
+	}
+	if !strings.Contains(e.Message, "stack") {
+		t.Errorf("the message should say the stack overflowed: %s", e.Message)
+	}
+	if len(res.Untrusted) != 1 || res.Untrusted[0] != "web:evil.example" {
+		t.Errorf("untrusted %v: the mark made before the crash is lost", res.Untrusted)
+	}
+	t.Logf("deep JSON.parse crashed its worker in %s: %s", time.Since(start), e.Message)
+	// The pool goes on with a fresh worker.
+	res, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "untrusted", Input: json.RawMessage(`{"site":"ok"}`)})
+	if e != nil || string(res.Output) != `"ok"` {
+		t.Errorf("after the crash: %s %+v", res.Output, e)
+	}
+}
+
+func TestWorkerHasEmptyEnvironment(t *testing.T) {
+	// Not parallel: sets an environment variable of this process.
+	t.Setenv("STEAD_TEST_SECRET", "s3cr3t")
+	b := load(t, `export async function h() { return "x"; }`)
+	p := newPool(t, sandbox.Options{})
+	if _, e := invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "h"}); e != nil {
+		t.Fatal(e)
+	}
+	for _, pid := range p.Stats().PIDs {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Skipf("no /proc here: %v", err)
+		}
+		if len(env) != 0 {
+			t.Errorf("worker %d has an environment: %q", pid, env)
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// stdin, stdout, stderr and the channel; besides them only what Go's
+		// runtime opens itself (its poller, the cgroup CPU limit files).
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			switch {
+			case fd.Name() <= "2" && len(fd.Name()) == 1, strings.HasPrefix(l, "socket:"),
+				strings.HasPrefix(l, "anon_inode:"), strings.HasPrefix(l, "/sys/fs/cgroup/"):
+			default:
+				t.Errorf("worker %d has descriptor %s → %s", pid, fd.Name(), l)
+			}
+		}
+	}
+}
+
+func TestConcurrentCallsUseSeparateWorkers(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{MaxWorkers: 4})
+	b := load(t, `export async function wait() { await new Promise(r => setTimeout(r, 200)); return 1; }`)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, e := invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "wait"}); e != nil {
+				t.Error(e)
+			}
+		})
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("4 concurrent 200 ms calls took %s", d)
+	}
+}

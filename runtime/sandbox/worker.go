@@ -1,0 +1,378 @@
+package sandbox
+
+import (
+	"context"
+	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"stead/runtime/bundle"
+	"stead/runtime/jsvm"
+)
+
+// WorkerArg is the first argument that makes a binary a sandbox worker.
+const WorkerArg = "__stead_sandbox_worker__"
+
+// Main makes this process a sandbox worker when it was started as one
+// (os.Args[1] is WorkerArg): it serves its parent on file descriptor 3 and
+// exits. Otherwise it returns at once. Every binary that starts workers
+// calls it first thing in main — and so does TestMain in a package whose
+// tests start them (the test binary is the worker binary there).
+func Main() {
+	if len(os.Args) < 2 || os.Args[1] != WorkerArg {
+		return
+	}
+	os.Exit(serveWorker(os.Args[2:]))
+}
+
+// workerArgs are what the parent passes on the command line: the protocol
+// version, then the worker's limits (see Options).
+type workerArgs struct {
+	version   int
+	maxStack  int   // bytes of Go stack per goroutine
+	dataLimit int64 // RLIMIT_DATA, bytes; 0 for none
+	goMemory  int64 // debug.SetMemoryLimit, bytes
+}
+
+func (a workerArgs) list() []string {
+	return []string{WorkerArg, strconv.Itoa(a.version), strconv.Itoa(a.maxStack),
+		strconv.FormatInt(a.dataLimit, 10), strconv.FormatInt(a.goMemory, 10)}
+}
+
+func parseWorkerArgs(args []string) (workerArgs, error) {
+	if len(args) != 4 {
+		return workerArgs{}, fmt.Errorf("want 4 arguments, got %d", len(args))
+	}
+	var a workerArgs
+	var err error
+	nums := []*int64{new(int64), new(int64), &a.dataLimit, &a.goMemory}
+	for i, s := range args {
+		if *nums[i], err = strconv.ParseInt(s, 10, 64); err != nil || *nums[i] < 0 {
+			return workerArgs{}, fmt.Errorf("argument %d (%q) is not a size", i+1, s)
+		}
+	}
+	a.version, a.maxStack = int(*nums[0]), int(*nums[1])
+	return a, nil
+}
+
+// serveWorker is the worker's whole life; it returns the exit code.
+func serveWorker(args []string) int {
+	a, err := parseWorkerArgs(args)
+	if err != nil || a.version != protocolVersion {
+		fmt.Fprintf(os.Stderr, "stead sandbox worker: bad arguments %q (protocol %d expected): %v\n", args, protocolVersion, err)
+		return 2
+	}
+	if err := harden(a); err != nil {
+		fmt.Fprintf(os.Stderr, "stead sandbox worker: %v\n", err)
+		return 2
+	}
+	f := os.NewFile(3, "sandbox")
+	conn, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stead sandbox worker: open the channel on fd 3: %v\n", err)
+		return 2
+	}
+	w := &workerConn{conn: conn, pending: make(map[uint64]chan *replyMsg)}
+	if err := w.serve(); err != nil && !errors.Is(err, io.EOF) {
+		fmt.Fprintf(os.Stderr, "stead sandbox worker: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// harden applies the worker's own limits before it reads anything.
+func harden(a workerArgs) error {
+	if a.maxStack > 0 {
+		debug.SetMaxStack(a.maxStack)
+	}
+	if a.goMemory > 0 {
+		debug.SetMemoryLimit(a.goMemory)
+	}
+	return platformHarden(a)
+}
+
+// workerConn is the worker's side of the socket.
+type workerConn struct {
+	conn net.Conn
+	rbuf []byte
+
+	wmu  sync.Mutex // guards conn writes and wbuf
+	wbuf []byte
+
+	mu      sync.Mutex // guards what follows
+	nextID  uint64
+	pending map[uint64]chan *replyMsg
+	cancel  context.CancelFunc // the running call's
+}
+
+func (w *workerConn) send(m *message) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return writeFrame(w.conn, &w.wbuf, m)
+}
+
+func (w *workerConn) serve() error {
+	if err := w.send(&message{T: msgReady, V: protocolVersion}); err != nil {
+		return err
+	}
+	var m message
+	if err := readFrame(w.conn, &w.rbuf, maxParentFrame, &m); err != nil {
+		return err
+	}
+	if m.T != msgLoad || m.Load == nil {
+		return fmt.Errorf("expected a load frame, got %q", m.T)
+	}
+	ld := m.Load
+	b, err := bundle.Compile(ld.Name, ld.Source, ld.Exports)
+	if err != nil {
+		msg := &errorMsg{Code: jsvm.CodeInternal, Message: err.Error()}
+		if be, ok := bundle.AsError(err); ok {
+			msg.Code = be.Code
+		}
+		return w.send(&message{T: msgLoaded, Error: msg})
+	}
+	ld.Source = nil
+	rt := jsvm.New(jsvm.Options{
+		MaxIdlePerBundle: 1,
+		MaxBundles:       1,
+		MemoryLimit:      ld.Limits.MemoryLimit,
+		MaxResultSize:    ld.Limits.MaxResultSize,
+		MaxInputSize:     ld.Limits.MaxInputSize,
+		MaxLogLines:      ld.Limits.MaxLogLines,
+		MaxLogBytes:      ld.Limits.MaxLogBytes,
+		Fetcher:          w,
+	})
+	defer rt.Close()
+	if err := w.send(&message{T: msgLoaded}); err != nil {
+		return err
+	}
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		var m message
+		if err := readFrame(w.conn, &w.rbuf, maxParentFrame, &m); err != nil {
+			return err
+		}
+		switch m.T {
+		case msgCall:
+			if m.Call == nil {
+				return errors.New("call frame without a call")
+			}
+			ctx, cancel := w.callContext(m.Call.Deadline)
+			w.mu.Lock()
+			w.cancel = cancel
+			w.mu.Unlock()
+			running.Add(1)
+			go func(c *callMsg) {
+				defer running.Done()
+				defer cancel()
+				done := w.invoke(ctx, rt, b, c)
+				if err := w.send(&message{T: msgDone, Done: done}); err != nil {
+					os.Exit(1) // the parent is gone
+				}
+			}(m.Call)
+		case msgReply:
+			w.mu.Lock()
+			ch, ok := w.pending[m.ID]
+			delete(w.pending, m.ID)
+			w.mu.Unlock()
+			if ok && m.Reply != nil {
+				ch <- m.Reply
+			}
+		case msgCancel:
+			w.mu.Lock()
+			if w.cancel != nil {
+				w.cancel()
+			}
+			w.mu.Unlock()
+		default:
+			return fmt.Errorf("unexpected %q frame", m.T)
+		}
+	}
+}
+
+func (w *workerConn) callContext(deadline int64) (context.Context, context.CancelFunc) {
+	if deadline == 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithDeadline(context.Background(), time.UnixMilli(deadline))
+}
+
+// maxOutputDepth bounds the nesting of a handler's result.
+const maxOutputDepth = 256
+
+func (w *workerConn) invoke(ctx context.Context, rt *jsvm.Runtime, b *bundle.Bundle, c *callMsg) *doneMsg {
+	inv := jsvm.Invocation{
+		Export: c.Export, Input: []byte(c.Input),
+		RunID: c.RunID, StepID: c.StepID, StepIndex: c.StepIndex,
+		EndUserID: c.EndUserID, IdempotencyKey: c.IdempotencyKey, BrokerToken: c.BrokerToken,
+		OnUntrusted: func(origin string) {
+			if err := w.send(&message{T: msgUntrusted, Origin: origin}); err != nil {
+				os.Exit(1)
+			}
+		},
+	}
+	if c.Broker {
+		inv.Broker = w
+	}
+	res, err := rt.Invoke(ctx, b, inv)
+	if err == nil {
+		if why := outputProblem(res.Output); why != "" {
+			err = jsvm.NewError(jsvm.CodeNotSerializable, "the handler's result is not JSON-serializable: "+why)
+			res.Output = nil
+		}
+	}
+	d := &doneMsg{
+		Output:        jsontext.Value(res.Output),
+		Cost:          costMsg{TokensInput: res.Cost.TokensInput, TokensOutput: res.Cost.TokensOutput, CostUSD: res.Cost.CostUSD},
+		Untrusted:     res.Untrusted,
+		LogsTruncated: res.LogsTruncated,
+		Retired:       res.Retired,
+	}
+	for _, l := range res.Logs {
+		d.Logs = append(d.Logs, logMsg{Level: l.Level, Message: l.Message, At: l.At.UnixMicro()})
+	}
+	if err != nil {
+		je, ok := jsvm.AsError(err)
+		if !ok {
+			je = jsvm.NewError(jsvm.CodeInternal, err.Error())
+		}
+		d.Error = toErrorMsg(je)
+		d.Output = nil
+	}
+	return d
+}
+
+// outputProblem says why a result cannot cross to the parent, or "".
+func outputProblem(out []byte) string {
+	if out == nil {
+		return ""
+	}
+	if d := depth(out); d > maxOutputDepth {
+		return fmt.Sprintf("it nests %d levels deep, over the limit of %d", d, maxOutputDepth)
+	}
+	if !jsontext.Value(out).IsValid() {
+		return "it contains text that is not valid Unicode (a lone surrogate such as \"\\ud800\"); build strings from whole characters"
+	}
+	return ""
+}
+
+// depth returns the deepest nesting of arrays and objects in a JSON text.
+func depth(b []byte) int {
+	d, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			d++
+			deepest = max(deepest, d)
+		case ']', '}':
+			d--
+		}
+	}
+	return deepest
+}
+
+// host sends a host request and waits for its reply (or ctx's end).
+func (w *workerConn) host(ctx context.Context, h *hostMsg) (*replyMsg, error) {
+	ch := make(chan *replyMsg, 1)
+	w.mu.Lock()
+	w.nextID++
+	id := w.nextID
+	w.pending[id] = ch
+	w.mu.Unlock()
+	if err := w.send(&message{T: msgHost, ID: id, Host: h}); err != nil {
+		os.Exit(1)
+	}
+	select {
+	case r := <-ch:
+		if r.Error != "" {
+			return nil, errors.New(r.Error)
+		}
+		return r, nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		delete(w.pending, id)
+		w.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// The worker's Broker and Fetcher: requests to the parent.
+var (
+	_ jsvm.Broker  = (*workerConn)(nil)
+	_ jsvm.Fetcher = (*workerConn)(nil)
+)
+
+func (w *workerConn) Get(ctx context.Context, collection, key string) (stdjson.RawMessage, bool, error) {
+	r, err := w.host(ctx, &hostMsg{Op: opGet, Collection: collection, Key: key})
+	if err != nil {
+		return nil, false, err
+	}
+	return []byte(r.Value), r.Found, nil
+}
+
+func (w *workerConn) Put(ctx context.Context, collection, key string, value stdjson.RawMessage) error {
+	_, err := w.host(ctx, &hostMsg{Op: opPut, Collection: collection, Key: key, Value: jsontext.Value(value)})
+	return err
+}
+
+func (w *workerConn) Delete(ctx context.Context, collection, key string) (bool, error) {
+	r, err := w.host(ctx, &hostMsg{Op: opDelete, Collection: collection, Key: key})
+	if err != nil {
+		return false, err
+	}
+	return r.Found, nil
+}
+
+func (w *workerConn) List(ctx context.Context, collection string) ([]jsvm.BrokerItem, error) {
+	r, err := w.host(ctx, &hostMsg{Op: opList, Collection: collection})
+	if err != nil {
+		return nil, err
+	}
+	items := make([]jsvm.BrokerItem, len(r.Items))
+	for i, it := range r.Items {
+		items[i] = jsvm.BrokerItem{Key: it.Key, Value: []byte(it.Value)}
+	}
+	return items, nil
+}
+
+func (w *workerConn) Fetch(ctx context.Context, req jsvm.FetchRequest) (jsvm.FetchResponse, error) {
+	if len(req.Body) > maxFetchBody {
+		return jsvm.FetchResponse{}, &jsvm.FetchError{Message: fmt.Sprintf(
+			"fetch %s failed: the request body is %s, over the %s limit", req.URL,
+			bundle.FormatSize(int64(len(req.Body))), bundle.FormatSize(maxFetchBody))}
+	}
+	r, err := w.host(ctx, &hostMsg{Op: opFetch, Fetch: &req})
+	if err != nil {
+		if ctx.Err() != nil {
+			return jsvm.FetchResponse{}, err
+		}
+		return jsvm.FetchResponse{}, &jsvm.FetchError{Message: err.Error()}
+	}
+	if r.Fetch == nil {
+		return jsvm.FetchResponse{}, &jsvm.FetchError{Message: "fetch " + req.URL + " failed: no response"}
+	}
+	return *r.Fetch, nil
+}
