@@ -19,6 +19,8 @@
 // UnmarshalForeign decodes shapes Stead does not own (AWS events), whose
 // senders add fields, and ignores unknown names. Check holds raw user data to
 // the same rules, and Value decodes it into Go values.
+// ValueAllowingDuplicates is for stead.json alone, which reports duplicate
+// keys itself, beside its other problems.
 //
 // Every refusal is an *Error that says where (a JSON pointer, a dotted path)
 // and what to do.
@@ -163,14 +165,23 @@ func Value(data []byte) (any, error) {
 	return decode(data, true)
 }
 
+// ValueAllowingDuplicates is Value for a caller that finds every repeated
+// name itself, reports each one and refuses the document: stead.json lists
+// a duplicate key beside all its other problems instead of alone. A
+// repeated name keeps its last value; every other rule holds. Anything else
+// uses Value.
+func ValueAllowingDuplicates(data []byte) (any, error) {
+	return decode(data, true, jsontext.AllowDuplicateNames(true))
+}
+
 // decode walks data token by token (jsontext refuses duplicate names and
-// invalid UTF-8 as it reads), bounding the depth, and builds the value when
-// build is set.
-func decode(data []byte, build bool) (any, error) {
+// invalid UTF-8 as it reads, unless opts say otherwise), bounding the depth,
+// and builds the value when build is set.
+func decode(data []byte, build bool, opts ...jsontext.Options) (any, error) {
 	if len(bytes.TrimLeft(data, " \t\r\n")) == 0 {
 		return nil, &Error{Reason: Syntax, Message: "is empty; send a JSON value"}
 	}
-	d := &walker{dec: jsontext.NewDecoder(bytes.NewReader(data)), build: build}
+	d := &walker{data: data, dec: jsontext.NewDecoder(bytes.NewReader(data), opts...), build: build}
 	v, err := d.value()
 	if err != nil {
 		return nil, err
@@ -184,6 +195,7 @@ func decode(data []byte, build bool) (any, error) {
 }
 
 type walker struct {
+	data  []byte
 	dec   *jsontext.Decoder
 	build bool
 }
@@ -315,6 +327,9 @@ func translate(err error, w *walker) error {
 		case se.Err == io.ErrUnexpectedEOF:
 			e.Reason, e.Pointer, e.path = Syntax, "", ""
 			e.Message = "is not valid JSON: it ends too early (a bracket, brace or quote is not closed)"
+		case w != nil && trailingComma(w.data, se.ByteOffset):
+			e.Reason, e.Pointer, e.path = Syntax, "", ""
+			e.Message = fmt.Sprintf("is not valid JSON: a comma before the closing bracket or brace (at byte %d); remove the trailing comma", se.ByteOffset)
 		default:
 			e.Reason, e.Pointer, e.path = Syntax, "", ""
 			e.Message = fmt.Sprintf("is not valid JSON: %s (at byte %d)", msg, se.ByteOffset)
@@ -336,6 +351,18 @@ func translate(err error, w *walker) error {
 		return e
 	}
 	return &Error{Reason: Syntax, Message: "is not valid JSON: " + err.Error()}
+}
+
+// trailingComma reports whether data has a comma at off after a value and
+// before '}' or ']' (jsontext calls it an invalid ',').
+func trailingComma(data []byte, off int64) bool {
+	if off < 0 || off >= int64(len(data)) || data[off] != ',' {
+		return false
+	}
+	before := bytes.TrimRight(data[:off], " \t\r\n")
+	rest := bytes.TrimLeft(data[off+1:], " \t\r\n")
+	return len(before) > 0 && !bytes.ContainsAny(before[len(before)-1:], ":,[{") &&
+		len(rest) > 0 && (rest[0] == '}' || rest[0] == ']')
 }
 
 // inName reports whether the decoder stopped where an object member name

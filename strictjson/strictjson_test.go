@@ -40,7 +40,8 @@ func TestUnmarshalRefusals(t *testing.T) {
 		{"wrong type", `{"endUserId":5}`, strictjson.WrongType, "/endUserId", "endUserId", "must be a string, not a number"},
 		{"fraction", `{"ttlSeconds":1.5}`, strictjson.WrongType, "/ttlSeconds", "ttlSeconds", "must be a whole number"},
 		{"trailing", `{"endUserId":"a"} {}`, strictjson.Trailing, "", "", "data after the JSON value (at byte 18)"},
-		{"syntax", `{"endUserId":"a",}`, strictjson.Syntax, "", "", "is not valid JSON"},
+		{"syntax", `{"endUserId":"a" "input":1}`, strictjson.Syntax, "", "", "is not valid JSON: invalid character"},
+		{"trailing comma", `{"endUserId":"a", }`, strictjson.Syntax, "", "", "a comma before the closing bracket or brace (at byte 16); remove the trailing comma"},
 		{"unknown before a syntax error", `{"x":`, strictjson.Syntax, "", "", "ends too early"},
 		{"empty", "  ", strictjson.Syntax, "", "", "is empty"},
 	}
