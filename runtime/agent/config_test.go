@@ -345,13 +345,13 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "duplicate keys",
 			src:  "{\"agents\": {\"a\": {\"tools\": {\"t\": {\"effect\": \"read\"}},\n \"steps\": [{\"id\": \"s\", \"tool\": \"t\"}], \"tools\": {\"t\": {\"effect\": \"read\"}}}}}",
-			want: []string{`/agents/a/tools: duplicate key "tools" (first at line 1, column 19); JSON keeps only the last one, so remove one of them`},
+			want: []string{`/agents/a/tools: duplicate key "tools" (first at line 1, column 19); a key may appear once in an object, so remove one of them`},
 		},
 		{
 			name: "duplicate keys and other problems",
 			src:  `{"agents": {"a": {"tools": {"t": {"effect": "read", "effect": "write"}}, "steps": [{"id": "s", "tool": "u"}]}}}`,
 			want: []string{
-				`/agents/a/tools/t/effect: duplicate key "effect" (first at line 1, column 35); JSON keeps only the last one, so remove one of them`,
+				`/agents/a/tools/t/effect: duplicate key "effect" (first at line 1, column 35); a key may appear once in an object, so remove one of them`,
 				`/agents/a/steps/0/tool: tool "u" is not declared in /agents/a/tools (declared: t)`,
 			},
 		},
@@ -391,8 +391,8 @@ func TestParseSyntaxError(t *testing.T) {
 		line, col  int
 		msgContain string
 	}{
-		{"trailing comma", "{\n  \"agents\": {},\n}", 3, 1, "invalid character '}' looking for beginning of object key string"},
-		{"missing value", "{\n  \"agents\": {\n    \"a\": \n  }\n}", 4, 3, "invalid character '}' looking for beginning of value"},
+		{"trailing comma", "{\n  \"agents\": {},\n}", 2, 15, "a comma before the closing bracket or brace; remove the trailing comma"},
+		{"missing value", "{\n  \"agents\": {\n    \"a\": \n  }\n}", 4, 3, "missing value after object name"},
 		{"unclosed", "{\n  \"agents\": [1, 2\n", 3, 1, "unexpected end of file"},
 		{"after value", "{}\n{}", 2, 1, "unexpected data after the top-level value"},
 		{"multibyte column", "{\"é\": ,}", 1, 7, "invalid character ','"},

@@ -3,14 +3,17 @@ package agent
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"stead/strictjson"
 )
 
 // Problem is one thing wrong with a stead.json: where it is, as a JSON
@@ -95,48 +98,54 @@ func parentPointer(ptr string) string {
 	return ptr[:i]
 }
 
-// decodeJSON decodes one JSON document into Go values, numbers as
-// json.Number, and refuses anything after it. A syntax error is returned as
-// a *ConfigError with the line and column.
+// decodeJSON decodes one JSON document strictly (strictjson: valid UTF-8,
+// at most strictjson.MaxDepth levels deep, nothing after it) into Go values,
+// numbers as json.Number. Any other refusal is returned alone as a
+// *ConfigError with the pointer, line and column, since nothing else can be
+// checked. Duplicate keys are the exception: the document is decoded
+// anyway, so that Parse lists each duplicate (scanPositions finds them)
+// beside every other problem, and refuses it.
 func decodeJSON(data []byte) (any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Problems: []Problem{{Message: "the file is empty; it must hold a JSON object"}}}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, syntaxProblem(data, err)
+	v, err := strictjson.Value(data)
+	if se, ok := errors.AsType[*strictjson.Error](err); ok && se.Reason == strictjson.Duplicate {
+		v, err = strictjson.ValueAllowingDuplicates(data)
 	}
-	if off := skipSpace(data, int(dec.InputOffset())); off < len(data) {
-		line, col := lineColumn(data, off)
-		return nil, &ConfigError{Problems: []Problem{{
-			Message: fmt.Sprintf("invalid JSON at line %d, column %d: unexpected data after the top-level value", line, col),
-			Line:    line, Column: col,
-		}}}
+	if err != nil {
+		return nil, syntaxProblem(data, err)
 	}
 	return v, nil
 }
 
+var atByte = regexp.MustCompile(` \(at byte \d+\)`)
+
 func syntaxProblem(data []byte, err error) error {
-	off := len(data)
-	msg := err.Error()
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &se):
-		off = int(se.Offset)
-		// The offset is just past the offending byte; point at the byte.
-		if off > 0 && off <= len(data) {
-			off--
-		}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		msg = "unexpected end of file (a bracket, brace or quote is not closed)"
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return &ConfigError{Problems: []Problem{{Message: "invalid JSON: " + err.Error()}}}
+	}
+	off := int(se.Offset)
+	if se.Reason == strictjson.Syntax && strings.Contains(se.Message, "ends too early") {
+		off = len(data)
 	}
 	line, col := lineColumn(data, off)
-	return &ConfigError{Problems: []Problem{{
-		Message: fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, msg),
-		Line:    line, Column: col,
-	}}}
+	p := Problem{Pointer: se.Pointer, Line: line, Column: col}
+	switch se.Reason {
+	case strictjson.Trailing:
+		p.Message = fmt.Sprintf("invalid JSON at line %d, column %d: unexpected data after the top-level value", line, col)
+	case strictjson.Syntax:
+		msg := strings.TrimPrefix(se.Message, "is not valid JSON: ")
+		if strings.Contains(msg, "ends too early") {
+			msg = "unexpected end of file (a bracket, brace or quote is not closed)"
+		}
+		msg = atByte.ReplaceAllString(msg, "") // the line and column say where
+		p.Message = fmt.Sprintf("invalid JSON at line %d, column %d: %s", line, col, msg)
+	default: // invalid UTF-8, too deep: a place and what to do
+		p.Message = se.Message
+	}
+	return &ConfigError{Problems: []Problem{p}}
 }
 
 func skipSpace(data []byte, i int) int {
@@ -162,8 +171,8 @@ func lineColumn(data []byte, off int) (line, col int) {
 
 // positions maps the JSON pointer of every value in a document to the byte
 // offset where it appears (the key of an object member, the first byte of an
-// array element), and notes duplicate keys, which encoding/json would
-// otherwise resolve silently to the last one.
+// array element), and notes duplicate keys, so that Parse can list each of
+// them with the other problems.
 type positions struct {
 	data       []byte
 	at         map[string]int    // pointer → offset of its key or element
@@ -177,7 +186,8 @@ type placed struct {
 	off int
 }
 
-// scanPositions walks a document that encoding/json has already accepted.
+// scanPositions walks a document that decodeJSON has already accepted (so
+// the depth is bounded).
 func scanPositions(data []byte) *positions {
 	p := &positions{data: data, at: map[string]int{}, spans: map[string][2]int{}}
 	i := skipSpace(data, 0)
@@ -208,14 +218,14 @@ func (p *positions) scan(i int, ptr string) int {
 		for i < len(d) {
 			keyStart := i
 			end := p.stringEnd(i)
-			var key string
-			_ = json.Unmarshal(d[i:end], &key)
+			k, _ := jsontext.AppendUnquote(nil, d[i:end])
+			key := string(k)
 			kptr := child(ptr, key)
 			if first, dup := seen[key]; dup {
 				line, col := lineColumn(d, first)
 				p.duplicates = append(p.duplicates, placed{Problem{
 					Pointer: kptr,
-					Message: fmt.Sprintf("duplicate key %q (first at line %d, column %d); JSON keeps only the last one, so remove one of them", key, line, col),
+					Message: fmt.Sprintf("duplicate key %q (first at line %d, column %d); a key may appear once in an object, so remove one of them", key, line, col),
 				}, keyStart})
 			} else {
 				seen[key] = keyStart

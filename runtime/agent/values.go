@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,20 +9,20 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"stead/strictjson"
 )
 
 // DecodeJSON decodes one JSON value the way this package expects values:
 // objects as map[string]any, arrays as []any, numbers as json.Number (exact;
-// no float64 rounding of large ids). Data after the value is an error.
+// no float64 rounding of large ids). It reads strictly (strictjson): a key
+// twice in an object, invalid UTF-8, nesting deeper than
+// strictjson.MaxDepth or data after the value is an error, a
+// *strictjson.Error naming the place.
 func DecodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := strictjson.Value(data)
+	if err != nil {
 		return nil, fmt.Errorf("decode JSON: %w", err)
-	}
-	if off := skipSpace(data, int(dec.InputOffset())); off < len(data) {
-		return nil, fmt.Errorf("decode JSON: unexpected data after the value at offset %d", off)
 	}
 	return v, nil
 }

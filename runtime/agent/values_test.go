@@ -199,6 +199,12 @@ func TestDecodeJSON(t *testing.T) {
 	if _, err := agent.DecodeJSON([]byte(`{`)); err == nil {
 		t.Error("truncated JSON accepted")
 	}
+	// A model's tool arguments are read as strictly as any edge.
+	for _, bad := range []string{`{"amount": 1, "amount": 1000}`, "{\"note\": \"\xff\"}", strings.Repeat("[", 65) + strings.Repeat("]", 65)} {
+		if _, err := agent.DecodeJSON([]byte(bad)); err == nil || !strings.HasPrefix(err.Error(), "decode JSON: ") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
 }
 
 func TestEmbeddedSchemaDrafts(t *testing.T) {
