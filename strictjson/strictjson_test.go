@@ -87,9 +87,9 @@ func TestUnmarshalForeign(t *testing.T) {
 		t.Fatalf("unknown members must be ignored: %+v %v", v, err)
 	}
 	for in, reason := range map[string]strictjson.Reason{
-		`{"version":"2.0","VERSION":"1.0"}`:   "", // ignored, and not taken for version
-		`{"version":"2.0","version":"1.0"}`:   strictjson.Duplicate,
-		"{\"version\":\"2.0\",\"x\":\"\xff\"}": strictjson.InvalidUTF8,
+		`{"version":"2.0","VERSION":"1.0"}`:                                 "", // ignored, and not taken for version
+		`{"version":"2.0","version":"1.0"}`:                                 strictjson.Duplicate,
+		"{\"version\":\"2.0\",\"x\":\"\xff\"}":                              strictjson.InvalidUTF8,
 		`{"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`: strictjson.TooDeep,
 	} {
 		v.Version = ""
