@@ -9,7 +9,10 @@
 // authenticate with `Authorization: Bearer <credential>`: a project API key
 // (stk_…, role owner or developer), a customer token (stc_…, one end user's
 // runs, read only) or a run's broker token (brk_…, the broker routes of its
-// own scope while the run is active). Authority is checked here; what a
+// own scope while the run is active). Failed authentication is
+// rate-limited per source address and per credential prefix, in memory
+// per process: on AWS each API Lambda instance limits separately (see
+// authlimit.go). Authority is checked here; what a
 // credential may see of a record is checked again by the engine, which gets
 // the caller as an approvals.Actor.
 //
@@ -29,6 +32,7 @@
 //	POST   /v1/approvals/{id}/approve             owner, developer
 //	POST   /v1/approvals/{id}/deny                owner, developer
 //	POST   /v1/customer-tokens                    owner, developer
+//	POST   /v1/customer-tokens/revoke             owner, developer
 //	GET    /v1/broker/{collection}                owner, developer (?endUserId=), broker token
 //	GET    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
 //	PUT    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
@@ -61,6 +65,9 @@ const (
 	// DefaultHeartbeat is how often an idle event stream sends a comment
 	// line, so proxies keep it open and clients notice a dead connection.
 	DefaultHeartbeat = 15 * time.Second
+	// DefaultRecheck is how often an event stream checks its credential
+	// again: a revoked customer token ends its streams within it.
+	DefaultRecheck = 2 * time.Second
 	// MaxWait bounds a long-poll (?wait=).
 	MaxWait = 60 * time.Second
 )
@@ -84,6 +91,12 @@ type Config struct {
 	// Heartbeat is the idle interval of event streams; DefaultHeartbeat
 	// when zero.
 	Heartbeat time.Duration
+	// Recheck is how often an open event stream checks its credential
+	// again, so that a revoked or expired one ends it within that time;
+	// DefaultRecheck when zero.
+	Recheck time.Duration
+	// AuthLimit bounds failed authentication; the defaults when zero.
+	AuthLimit AuthLimit
 }
 
 func (c *Config) validate() error {
@@ -92,8 +105,11 @@ func (c *Config) validate() error {
 		return errors.New("api config: Engine is required")
 	case c.Store == nil:
 		return errors.New("api config: Store is required")
-	case c.MaxBody < 0, c.MaxBundle < 0, c.Heartbeat < 0:
-		return errors.New("api config: MaxBody, MaxBundle and Heartbeat must not be negative")
+	case c.MaxBody < 0, c.MaxBundle < 0, c.Heartbeat < 0, c.Recheck < 0:
+		return errors.New("api config: MaxBody, MaxBundle, Heartbeat and Recheck must not be negative")
+	}
+	if err := c.AuthLimit.validate(); err != nil {
+		return err
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -113,6 +129,9 @@ func (c *Config) validate() error {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	if c.Recheck == 0 {
+		c.Recheck = DefaultRecheck
+	}
 	return nil
 }
 
@@ -125,6 +144,7 @@ type Server struct {
 	mux    *http.ServeMux
 
 	entropyMu sync.Mutex
+	limiter   *authLimiter
 
 	// closing ends event streams and long-polls (CloseStreams).
 	closing     context.Context
@@ -138,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, engine: cfg.Engine, store: cfg.Store, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, engine: cfg.Engine, store: cfg.Store, log: cfg.Logger, mux: http.NewServeMux(), limiter: newAuthLimiter(cfg.AuthLimit)}
 	s.closing, s.stopStreams = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil
@@ -181,6 +201,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/approvals/{id}/deny", decide, s.deny)
 
 	s.handle("POST /v1/customer-tokens", manage, s.createCustomerToken)
+	s.handle("POST /v1/customer-tokens/revoke", manage, s.revokeCustomerTokens)
 
 	s.handle("GET /v1/broker/{collection}", broker, s.listBroker)
 	s.handle("GET /v1/broker/{collection}/{key}", broker, s.getBroker)

@@ -84,27 +84,54 @@ type caller struct {
 // authenticate checks the request's credential and that its kind and role
 // may use a route with the given access. It returns 401 for a missing,
 // malformed, unknown, revoked or expired credential, and 403 for a valid
-// one that may not use the route.
+// one that may not use the route. Failed checks count against the source
+// address and the credential's prefix (see authlimit.go); past the limit
+// it returns 429 without checking the credential.
 func (s *Server) authenticate(r *http.Request, acc access) (*caller, error) {
 	token, err := credential(r)
 	if err != nil {
 		return nil, err
 	}
-	var c *caller
-	switch {
-	case strings.HasPrefix(token, KeyPrefix):
-		c, err = s.checkKey(r.Context(), token)
-	case strings.HasPrefix(token, CustomerTokenPrefix):
-		c, err = s.checkCustomerToken(r.Context(), token)
-	case strings.HasPrefix(token, BrokerTokenPrefix):
-		c, err = s.checkBrokerToken(r.Context(), token)
-	default:
-		err = unauthenticated("the credential is not a Stead API key (stk_…), customer token (stc_…) or broker token (brk_…)")
+	now := s.now()
+	who := s.limiter.subject(r, token)
+	if wait, by := s.limiter.retryAfter(who, now); wait > 0 {
+		return nil, rateLimited(wait, by)
+	}
+	c, err := s.check(r.Context(), token)
+	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+		s.limiter.failed(who, now)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return c, c.authorize(acc)
+}
+
+// recheck is authenticate without the failure counts, for a stream that
+// checks its credential again as it goes.
+func (s *Server) recheck(r *http.Request, acc access) error {
+	token, err := credential(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.check(r.Context(), token)
+	if err != nil {
+		return err
+	}
+	return c.authorize(acc)
+}
+
+// check finds the principal of a credential.
+func (s *Server) check(ctx context.Context, token string) (*caller, error) {
+	switch {
+	case strings.HasPrefix(token, KeyPrefix):
+		return s.checkKey(ctx, token)
+	case strings.HasPrefix(token, CustomerTokenPrefix):
+		return s.checkCustomerToken(ctx, token)
+	case strings.HasPrefix(token, BrokerTokenPrefix):
+		return s.checkBrokerToken(ctx, token)
+	}
+	return nil, unauthenticated("the credential is not a Stead API key (stk_…), customer token (stc_…) or broker token (brk_…)")
 }
 
 // credential returns the bearer token of the request. A customer token may
@@ -195,7 +222,7 @@ func (s *Server) checkBrokerToken(ctx context.Context, token string) (*caller, e
 // A customer token is "stc_" + base64url(claims JSON) + "." +
 // base64url(HMAC-SHA256(project signing key, "stead/customer-token\x00" +
 // the encoded claims)). The claims name the project (so the verifier finds
-// the key), the end user and the expiry.
+// the key), the end user, the token's id and its issue and expiry times.
 //
 // It is not a JWT on purpose: there is exactly one algorithm and one issuer,
 // so there is no "alg" header to confuse (alg=none, RS/HS swaps), no library
@@ -203,15 +230,52 @@ func (s *Server) checkBrokerToken(ctx context.Context, token string) (*caller, e
 // MAC made with the same project key for another purpose (broker tokens) from
 // ever verifying as a customer token. Customer UIs never need to read a
 // token; they pass it back.
+//
+// A token is stateless until it is revoked: POST /v1/customer-tokens/revoke
+// revokes one token (by its id, until it expires) or every token of an end
+// user issued before now (see revoke.go). Every request with a customer
+// token reads its end user's revocations: one point read.
 
 // customerClaims is what a customer token asserts.
 type customerClaims struct {
 	Version   int    `json:"v"`
 	ProjectID string `json:"prj"`
 	EndUserID string `json:"sub"`
-	IssuedAt  int64  `json:"iat"`
-	ExpiresAt int64  `json:"exp"`
+	// TokenID names the token for revocation. Tokens issued before tokens
+	// had ids have none; their id is made from their claims (tokenID).
+	TokenID  string `json:"jti,omitempty"`
+	IssuedAt int64  `json:"iat"`
+	// IssuedAtMs is the issue time in milliseconds, so that revoking an end
+	// user's tokens issued before a time tells apart tokens issued in the
+	// same second.
+	IssuedAtMs int64 `json:"iatMs,omitempty"`
+	ExpiresAt  int64 `json:"exp"`
 }
+
+// issued is when the token was issued: to the millisecond, or for older
+// tokens at the start of their second (so a revocation in that second
+// covers them).
+func (cl customerClaims) issued() time.Time {
+	if cl.IssuedAtMs > 0 {
+		return time.UnixMilli(cl.IssuedAtMs).UTC()
+	}
+	return time.Unix(cl.IssuedAt, 0).UTC()
+}
+
+func (cl customerClaims) expires() time.Time { return time.Unix(cl.ExpiresAt, 0).UTC() }
+
+// tokenID is the token's id: its jti, or for a token without one a digest
+// of its claims.
+func (cl customerClaims) tokenID(payload string) string {
+	if cl.TokenID != "" {
+		return cl.TokenID
+	}
+	sum := sha256.Sum256([]byte(payload))
+	return customerTokenIDPrefix + "c" + b32.EncodeToString(sum[:10])
+}
+
+// customerTokenIDPrefix starts a customer token's id.
+const customerTokenIDPrefix = "ctk_"
 
 const customerTokenDomain = "stead/customer-token\x00"
 
@@ -222,47 +286,93 @@ func customerMAC(key []byte, payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// issueCustomerToken signs a token for one end user of a project.
-func (s *Server) issueCustomerToken(ctx context.Context, projectID, endUserID string, now time.Time, ttl time.Duration) (string, time.Time, error) {
-	key, err := s.engine.SigningKey(ctx, projectID)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	exp := now.Add(ttl).Truncate(time.Second)
-	b, err := json.Marshal(customerClaims{Version: 1, ProjectID: projectID, EndUserID: endUserID, IssuedAt: now.Unix(), ExpiresAt: exp.Unix()})
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("encode customer token: %w", err)
-	}
-	payload := base64.RawURLEncoding.EncodeToString(b)
-	return CustomerTokenPrefix + payload + "." + customerMAC(key, payload), exp, nil
+// issuedToken is a customer token as issued.
+type issuedToken struct {
+	token, id string
+	expires   time.Time
 }
 
-func (s *Server) checkCustomerToken(ctx context.Context, token string) (*caller, error) {
-	bad := unauthenticated("the customer token is not valid; ask the application for a new one")
-	payload, mac, ok := strings.Cut(strings.TrimPrefix(token, CustomerTokenPrefix), ".")
-	if !ok {
-		return nil, bad
+// issueCustomerToken signs a token for one end user of a project.
+func (s *Server) issueCustomerToken(ctx context.Context, projectID, endUserID string, now time.Time, ttl time.Duration) (issuedToken, error) {
+	key, err := s.engine.SigningKey(ctx, projectID)
+	if err != nil {
+		return issuedToken{}, err
+	}
+	var rnd [10]byte
+	if err := s.random(rnd[:]); err != nil {
+		return issuedToken{}, fmt.Errorf("make customer token id: %w", err)
+	}
+	id := customerTokenIDPrefix + b32.EncodeToString(rnd[:])
+	exp := now.Add(ttl).Truncate(time.Second)
+	b, err := json.Marshal(customerClaims{
+		Version: 1, ProjectID: projectID, EndUserID: endUserID, TokenID: id,
+		IssuedAt: now.Unix(), IssuedAtMs: now.UnixMilli(), ExpiresAt: exp.Unix(),
+	})
+	if err != nil {
+		return issuedToken{}, fmt.Errorf("encode customer token: %w", err)
+	}
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	return issuedToken{token: CustomerTokenPrefix + payload + "." + customerMAC(key, payload), id: id, expires: exp}, nil
+}
+
+// parseCustomerToken splits a customer token and reads its claims, without
+// checking its MAC; ok is false if it is not shaped like one.
+func parseCustomerToken(token string) (payload, mac string, cl customerClaims, ok bool) {
+	payload, mac, ok = strings.Cut(strings.TrimPrefix(token, CustomerTokenPrefix), ".")
+	if !ok || !strings.HasPrefix(token, CustomerTokenPrefix) {
+		return "", "", customerClaims{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
-		return nil, bad
+		return "", "", customerClaims{}, false
 	}
-	var cl customerClaims
 	if err := json.Unmarshal(raw, &cl); err != nil || cl.Version != 1 || cl.ProjectID == "" || cl.EndUserID == "" {
-		return nil, bad
+		return "", "", customerClaims{}, false
+	}
+	return payload, mac, cl, true
+}
+
+// verifyCustomerToken checks a customer token's shape and MAC and returns
+// its claims and id; errBadCustomerToken if it is not one of its project's.
+// It does not look at expiry or revocation.
+func (s *Server) verifyCustomerToken(ctx context.Context, token string) (customerClaims, string, error) {
+	payload, mac, cl, ok := parseCustomerToken(token)
+	if !ok {
+		return customerClaims{}, "", errBadCustomerToken
 	}
 	key, err := s.engine.SigningKey(ctx, cl.ProjectID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, bad
+		return customerClaims{}, "", errBadCustomerToken
+	}
+	if err != nil {
+		return customerClaims{}, "", err
+	}
+	if !hmac.Equal([]byte(mac), []byte(customerMAC(key, payload))) {
+		return customerClaims{}, "", errBadCustomerToken
+	}
+	return cl, cl.tokenID(payload), nil
+}
+
+var errBadCustomerToken = errors.New("not a valid customer token")
+
+func (s *Server) checkCustomerToken(ctx context.Context, token string) (*caller, error) {
+	cl, id, err := s.verifyCustomerToken(ctx, token)
+	if errors.Is(err, errBadCustomerToken) {
+		return nil, unauthenticated("the customer token is not valid; ask the application for a new one")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !hmac.Equal([]byte(mac), []byte(customerMAC(key, payload))) {
-		return nil, bad
+	now := s.now()
+	if exp := cl.expires(); !now.Before(exp) {
+		return nil, unauthenticated("the customer token expired at %s; ask the application for a new one", exp.Format(time.RFC3339))
 	}
-	if exp := time.Unix(cl.ExpiresAt, 0); !s.now().Before(exp) {
-		return nil, unauthenticated("the customer token expired at %s; ask the application for a new one", exp.UTC().Format(time.RFC3339))
+	revs, err := s.store.GetCustomerRevocations(ctx, cl.ProjectID, cl.EndUserID, now)
+	if err != nil {
+		return nil, fmt.Errorf("check customer token revocations: %w", err)
+	}
+	if revs.Revoked(id, cl.issued()) {
+		return nil, unauthenticated("the customer token %s was revoked; ask the application for a new one", id)
 	}
 	return &caller{
 		actor: approvals.Actor{ProjectID: cl.ProjectID, Role: approvals.RoleCustomer, ID: "customer:" + cl.EndUserID, EndUserID: cl.EndUserID},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"stead/approvals"
 	"stead/runtime/agent"
@@ -27,6 +29,7 @@ const (
 	CodePayloadTooLarge      = "payload_too_large"      // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422
+	CodeRateLimited          = "rate_limited"           // 429
 	CodeInternal             = "internal"               // 500
 	CodeUnavailable          = "unavailable"            // 503
 )
@@ -46,6 +49,8 @@ type Error struct {
 	Details map[string]any `json:"details,omitempty"`
 
 	cause error // logged for internal errors, never sent
+	// retryAfter, when set, is sent as the Retry-After header.
+	retryAfter time.Duration
 }
 
 // ErrorBody is the JSON document of an error response.
@@ -98,6 +103,18 @@ func notFound(format string, args ...any) *Error {
 
 func conflict(format string, args ...any) *Error {
 	return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// rateLimited is a 429 for a source address or credential (by) that
+// failed authentication too often; wait is how long it stays refused.
+func rateLimited(wait time.Duration, by string) *Error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	return &Error{
+		Status: http.StatusTooManyRequests, Code: CodeRateLimited,
+		Message:    fmt.Sprintf("too many failed authentications from %s; the credential was not checked; try again in %ds", by, secs),
+		Details:    map[string]any{"retryAfterSeconds": secs},
+		retryAfter: time.Duration(secs) * time.Second,
+	}
 }
 
 func tooLarge(format string, args ...any) *Error {
@@ -268,6 +285,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			e.Message += " (request " + info.id + ")"
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed", attrs...)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(e.retryAfter/time.Second), 10))
 	}
 	writeJSON(w, e.Status, ErrorBody{Error: *e})
 }

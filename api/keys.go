@@ -89,9 +89,9 @@ type customerTokenRequest struct {
 }
 
 // createCustomerToken: POST /v1/customer-tokens {endUserId, ttlSeconds?} →
-// 201 {token, endUserId, expiresAt}. The token reads that end user's runs
-// and their events and nothing else, until it expires (default 1h, at most
-// 24h).
+// 201 {token, tokenId, endUserId, expiresAt}. The token reads that end
+// user's runs and their events and nothing else, until it expires (default
+// 1h, at most 24h) or is revoked.
 func (s *Server) createCustomerToken(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var req customerTokenRequest
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
@@ -112,11 +112,11 @@ func (s *Server) createCustomerToken(w http.ResponseWriter, r *http.Request, c *
 	if len(problems) > 0 {
 		return invalid(problems...)
 	}
-	token, exp, err := s.issueCustomerToken(r.Context(), c.actor.ProjectID, req.EndUserID, s.now(), ttl)
+	tok, err := s.issueCustomerToken(r.Context(), c.actor.ProjectID, req.EndUserID, s.now(), ttl)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, CustomerToken{Token: token, EndUserID: req.EndUserID, ExpiresAt: exp.UTC()})
+	writeJSON(w, http.StatusCreated, CustomerToken{Token: tok.token, TokenID: tok.id, EndUserID: req.EndUserID, ExpiresAt: tok.expires.UTC()})
 	return nil
 }
 

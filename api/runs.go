@@ -305,7 +305,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 	if rc.Flush() != nil {
 		return nil
 	}
+	// A stream lives no longer than its credential: a revoked key, or a
+	// revoked or expired customer token, ends it within Recheck.
+	checked, wrote := time.Now(), time.Now()
 	for {
+		if time.Since(checked) >= s.cfg.Recheck {
+			if err := s.recheck(r, read); err != nil {
+				return nil
+			}
+			checked = time.Now()
+		}
 		// The run is read before its events: if it was terminal then, the
 		// events read after hold everything it will ever have.
 		events, err := s.engine.Events(ctx, c.actor, id, after, streamPage)
@@ -327,6 +336,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type), b); err != nil {
 				return nil
 			}
+			wrote = time.Now()
 		}
 		if len(events) > 0 && rc.Flush() != nil {
 			return nil
@@ -341,8 +351,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 		if run.Status.Terminal() && after >= run.LastSeq {
 			return nil
 		}
-		// Sleep until the run changes or the heartbeat is due.
-		wctx, cancel := context.WithTimeout(ctx, s.cfg.Heartbeat)
+		// Sleep until the run changes, the credential is due for a check or
+		// the heartbeat is due.
+		wctx, cancel := context.WithTimeout(ctx, min(s.cfg.Heartbeat, s.cfg.Recheck))
 		next, err := s.engine.WaitRun(wctx, c.actor, id, run.Version)
 		idle := wctx.Err() != nil
 		cancel()
@@ -352,12 +363,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 		case err != nil && !idle:
 			s.streamFailed(ctx, r, err)
 			return nil
-		case idle && (err != nil || next.Version <= run.Version):
-			// A stream lives no longer than its credential: a revoked key or
-			// an expired customer token ends it at the next heartbeat.
-			if _, err := s.authenticate(r, read); err != nil {
-				return nil
-			}
+		case idle && (err != nil || next.Version <= run.Version) && time.Since(wrote) >= s.cfg.Heartbeat:
 			// The heartbeat deadline may also cut a store read short.
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
 				return nil
@@ -365,6 +371,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 			if rc.Flush() != nil {
 				return nil
 			}
+			wrote = time.Now()
 		}
 		if err == nil && next.ID != "" {
 			run = next

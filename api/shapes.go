@@ -216,7 +216,9 @@ type BrokerRecord struct {
 
 // CustomerToken is a freshly issued customer token.
 type CustomerToken struct {
-	Token     string    `json:"token"`
+	Token string `json:"token"`
+	// TokenID names the token in logs and revocations; it is not secret.
+	TokenID   string    `json:"tokenId"`
 	EndUserID string    `json:"endUserId"`
 	ExpiresAt time.Time `json:"expiresAt"`
 }
