@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"stead/runtime/sandbox"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,7 +26,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	sandbox.Main() // the stacks' sandbox workers are this test binary
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("stead/runtime/sandbox.startProcess.func1.1")) // the worker spawner's thread lives as long as the process
 }
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -191,7 +193,7 @@ type normalizer struct {
 	n    map[string]int
 }
 
-var volatile = regexp.MustCompile(`\b(run|apr|key|prj|req)_[0-9A-Za-z]{8,}\b|\bstk_[0-9A-Za-z]{20,}|\bstk_[0-9A-Za-z]{8}…|\bstc_[0-9A-Za-z_\-.]+|\bidk_[0-9a-f]+|\b[0-9a-f]{64}\b`)
+var volatile = regexp.MustCompile(`\b(run|apr|key|prj|req|ctk)_[0-9A-Za-z]{8,}\b|\bstk_[0-9A-Za-z]{20,}|\bstk_[0-9A-Za-z]{8}…|\bstc_[0-9A-Za-z_\-.]+|\bidk_[0-9a-f]+|\b[0-9a-f]{64}\b`)
 
 func newNormalizer() *normalizer {
 	return &normalizer{seen: map[string]string{}, n: map[string]int{}}

@@ -15,6 +15,7 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
 	"stead/store/boltstore"
 	"stead/store/fsblob"
 )
@@ -56,7 +57,8 @@ type Stack struct {
 
 	cfg     StackConfig
 	log     *slog.Logger
-	runtime *jsvm.Runtime
+	runtime *jsvm.Runtime // only for the compiler's globals
+	sandbox *sandbox.Pool
 	pool    *engine.Pool
 
 	sweepMu     sync.Mutex
@@ -93,7 +95,13 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	rt := jsvm.New(jsvm.Options{Fetch: cfg.Fetch, Now: cfg.Now})
+	sb, err := sandbox.New(sandbox.Options{Fetch: cfg.Fetch, Now: cfg.Now})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	rt := jsvm.New(jsvm.Options{})
+	closeRuntimes := func() { sb.Close(); rt.Close() }
 	pool := engine.NewPool(cfg.Workers, 0, func(runID string, err error) {
 		log.Error("execute run", "run", runID, "error", err)
 	})
@@ -101,14 +109,14 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Store:    st,
 		Blobs:    blobs,
 		Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker:  rt,
+		Invoker:  sb,
 		Dispatch: pool,
 		Now:      cfg.Now,
 		Entropy:  cfg.Entropy,
 		WorkerID: workerID(),
 	})
 	if err != nil {
-		rt.Close()
+		closeRuntimes()
 		_ = st.Close()
 		return nil, err
 	}
@@ -121,12 +129,12 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Heartbeat: cfg.Heartbeat,
 	})
 	if err != nil {
-		rt.Close()
+		closeRuntimes()
 		_ = st.Close()
 		return nil, err
 	}
 	pool.Start(eng.Execute)
-	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, runtime: rt, pool: pool}, nil
+	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, runtime: rt, sandbox: sb, pool: pool}, nil
 }
 
 // workerID names this process in run leases.
@@ -174,6 +182,7 @@ func (s *Stack) Close(ctx context.Context) error {
 		}
 		s.sweepMu.Unlock()
 		s.pool.Stop(ctx)
+		s.sandbox.Close()
 		s.runtime.Close()
 		s.closeErr = s.Store.Close()
 	})

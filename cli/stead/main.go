@@ -5,6 +5,10 @@ import (
 	"os"
 
 	"stead/cli"
+	"stead/runtime/sandbox"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() {
+	sandbox.Main() // a handler's sandbox worker, started by `stead dev`
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

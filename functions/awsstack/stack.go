@@ -39,6 +39,7 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
 	"stead/store/dynamostore"
 	"stead/store/s3blob"
 )
@@ -73,7 +74,8 @@ type Stack struct {
 	API *api.Server
 
 	log     *slog.Logger
-	runtime *jsvm.Runtime
+	runtime *jsvm.Runtime // only for the compiler's globals
+	sandbox *sandbox.Pool
 }
 
 // Open builds the stack of cfg.Function. It makes no network calls: a
@@ -111,12 +113,16 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	if cfg.Function != RunnerFunction {
 		dispatch = NewDispatcher(awslambda.NewFromConfig(awsCfg), cfg.RunnerFunction, log)
 	}
-	rt := jsvm.New(jsvm.Options{Now: o.Now})
+	sb, err := sandbox.New(sandbox.Options{Now: o.Now})
+	if err != nil {
+		return nil, err
+	}
+	rt := jsvm.New(jsvm.Options{})
 	eng, err := engine.New(engine.Config{
 		Store:         st,
 		Blobs:         bundles,
 		Compiler:      bundle.NewCompiler(bundle.Options{Setup: rt.Setup, MaxSize: int(cfg.MaxBundleBytes)}),
-		Invoker:       rt,
+		Invoker:       sb,
 		Dispatch:      dispatch,
 		Now:           o.Now,
 		WorkerID:      cfg.WorkerID,
@@ -124,13 +130,15 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log)},
 	})
 	if err != nil {
+		sb.Close()
 		rt.Close()
 		return nil, err
 	}
-	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, runtime: rt}
+	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, runtime: rt, sandbox: sb}
 	if cfg.Function == APIFunction {
 		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes})
 		if err != nil {
+			sb.Close()
 			rt.Close()
 			return nil, err
 		}
@@ -164,7 +172,10 @@ func (s *Stack) Handler() lambda.Handler {
 }
 
 // Close releases the handler runtime.
-func (s *Stack) Close() { s.runtime.Close() }
+func (s *Stack) Close() {
+	s.sandbox.Close()
+	s.runtime.Close()
+}
 
 // noDispatch is the runner's dispatcher: the engine only dispatches when a
 // run starts, is approved or is swept, none of which the runner does.
@@ -177,6 +188,7 @@ func (noDispatch) Dispatch(context.Context, string) error { return errNoRunner }
 // cannot open still starts a handler, which answers every event with the
 // reason, so the error shows in the function's logs and invocation results.
 func Main(fn Function) {
+	sandbox.Main() // a sandbox worker started by this function's runner
 	cfg, err := FromEnv(fn, os.Getenv)
 	log := NewLogger(os.Stdout, fn, cfg.LogLevel)
 	RouteStdLog(log)

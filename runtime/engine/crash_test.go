@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -275,7 +276,7 @@ func TestStepGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 	r = h.run(r.ID)
 	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
-	if r.Error.Step != "two" || !strings.Contains(r.Error.Message, "did not complete in 5 attempts") {
+	if r.Error.Step != "two" || !strings.Contains(r.Error.Message, fmt.Sprintf("did not complete in %d attempts", engine.MaxAttempts)) {
 		t.Errorf("error = %+v", r.Error)
 	}
 	if c := h.calls(r.ID, "two"); len(c) != engine.MaxAttempts {

@@ -137,6 +137,13 @@ type Config struct {
 	// MaxOutputInline bounds a step output kept in the store; larger outputs
 	// fail the step. 256 KiB when zero (the handler result limit).
 	MaxOutputInline int
+	// SandboxRetries is how often a step whose sandbox worker crashed
+	// (jsvm.CodeSandboxCrashed) is tried again before the run fails with
+	// CodeSandboxCrashed: DefaultSandboxRetries when zero, none when
+	// negative. Retry n waits n × SandboxBackoff (DefaultSandboxBackoff
+	// when zero) first.
+	SandboxRetries int
+	SandboxBackoff time.Duration
 	// Models configures how model and agent steps reach model providers
 	// (HTTP client, API key lookup, retry sleeps); the zero value uses the
 	// real ones.
@@ -227,3 +234,21 @@ func (e *Engine) newID(prefix string) string {
 }
 
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
+
+func (e *Engine) sandboxRetries() int {
+	switch n := e.cfg.SandboxRetries; {
+	case n == 0:
+		return DefaultSandboxRetries
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
+}
+
+func (e *Engine) sandboxBackoff() time.Duration {
+	if e.cfg.SandboxBackoff <= 0 {
+		return DefaultSandboxBackoff
+	}
+	return e.cfg.SandboxBackoff
+}

@@ -29,6 +29,11 @@ const (
 	CodeTimeout         = "timeout"
 	CodeCancelled       = "cancelled"
 	CodeInternal        = "internal-error"
+	// The sandbox's codes (see package sandbox): the step's handler hit its
+	// memory limit or the JS stack limit, or its sandbox worker died.
+	CodeMemoryLimit    = "memory-limit"
+	CodeStackOverflow  = "stack-overflow"
+	CodeSandboxCrashed = "sandbox-crashed"
 )
 
 // errStop ends an execution without a write: the run changed under the
@@ -89,11 +94,11 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	e.watch.notify(runID)
 
 	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease}
-	if r.Attempts > MaxAttempts {
+	if limit := max(MaxAttempts, 1+e.sandboxRetries()); r.Attempts > limit {
 		step := ag.Steps[r.Cursor].ID
 		err = x.fail(ctx, step, CodeInternal, fmt.Sprintf(
 			"step %s did not complete in %d attempts: each time, its worker stopped before recording a result (a crash, a lost lease or memory pressure); giving up",
-			step, MaxAttempts))
+			step, limit))
 	} else {
 		err = x.execute(ctx)
 	}
@@ -105,8 +110,17 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 
 // MaxAttempts is how many times a step is tried (claims that did not end
 // with the step recorded, a pause or a failure) before its run fails. An
-// approval pause does not count.
-const MaxAttempts = 5
+// approval pause does not count. A run whose executing process keeps dying
+// (a runner invocation that times out or runs out of memory, a server
+// killed mid-step) gets as many tries as a step whose sandbox keeps
+// crashing (1 + DefaultSandboxRetries).
+const MaxAttempts = 1 + DefaultSandboxRetries
+
+// Defaults of Config.SandboxRetries and Config.SandboxBackoff.
+const (
+	DefaultSandboxRetries = 2
+	DefaultSandboxBackoff = 400 * time.Millisecond
+)
 
 // unrunnable tells errors that will not go away by retrying: the run's
 // deployment, config or bundle is missing or broken.
@@ -387,6 +401,19 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		// of it goes further.
 		x.lowerTrust("tool:"+tool.Name, s.ID)
 	}
+	if je, ok := jsvm.AsError(err); ok && je.Code == jsvm.CodeSandboxCrashed {
+		// Maybe not this call's doing (a fault of the worker): try the step
+		// again after a short backoff, a bounded number of times. Attempts
+		// were counted durably by the claims, so a restart changes nothing.
+		if x.run.Attempts > x.e.sandboxRetries() {
+			hc.code, hc.msg = CodeSandboxCrashed, fmt.Sprintf("%s crashed its sandbox %d times; giving up: %s", tool.Name, x.run.Attempts, je.Message)
+			return hc, nil
+		}
+		if err := sleepCtx(ctx, time.Duration(x.run.Attempts)*x.e.sandboxBackoff()); err != nil {
+			return hc, errStop
+		}
+		return hc, x.requeue(ctx, s.ID, tool.Name, je.Message)
+	}
 	if je, ok := jsvm.AsError(err); ok && je.Retryable {
 		// Not necessarily this handler's doing: try the step again (up to
 		// MaxAttempts) rather than fail the run.
@@ -399,6 +426,10 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 			switch je.Code {
 			case jsvm.CodeTimeout:
 				hc.code, hc.msg = CodeTimeout, fmt.Sprintf("%s timed out after %s", tool.Name, tool.Timeout)
+			case jsvm.CodeMemory:
+				hc.code = CodeMemoryLimit
+			case jsvm.CodeStackOverflow:
+				hc.code = CodeStackOverflow
 			case jsvm.CodeNotSerializable, jsvm.CodeResultTooLarge:
 				hc.code = CodeInvalidOutput
 			}

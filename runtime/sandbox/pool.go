@@ -153,7 +153,7 @@ var inheritOnce sync.Once
 // New returns a Pool. It starts no worker until the first call.
 func New(o Options) (*Pool, error) {
 	if !Supported {
-		return nil, errors.New("sandbox workers need Linux or macOS")
+		return nil, errors.New("handlers run in sandbox worker processes, which need Linux or macOS: on Windows, run stead dev inside WSL (the client commands work everywhere)")
 	}
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -460,7 +460,7 @@ func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, 
 	cmd.Stderr = tail
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		_ = childFile.Close()
 		_ = conn.Close()
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
@@ -494,3 +494,32 @@ func (p *Pool) forget(pr *proc) {
 	p.idle = slices.DeleteFunc(p.idle, func(q *proc) bool { return q == pr })
 	p.mu.Unlock()
 }
+
+// startProcess starts cmd from one OS thread that never exits: Linux sends
+// a child its Pdeathsig when the thread that forked it exits (not the
+// process), and Go ends threads now and then (golang/go#27505), which would
+// kill healthy workers.
+func startProcess(cmd *exec.Cmd) error {
+	spawnerOnce.Do(func() {
+		spawnCh = make(chan spawnReq)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for r := range spawnCh {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnCh <- spawnReq{cmd: cmd, done: done}
+	return <-done
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var (
+	spawnerOnce sync.Once
+	spawnCh     chan spawnReq
+)

@@ -222,9 +222,12 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 	}()
 	red := jsvm.NewRedactor(append([]string{inv.BrokerToken}, inv.Secrets...)...)
 	cm := &callMsg{
-		Export: inv.Export, Input: jsontext.Value(inv.Input),
-		RunID: inv.RunID, StepID: inv.StepID, StepIndex: inv.StepIndex, EndUserID: inv.EndUserID,
+		Export: inv.Export,
+		RunID:  inv.RunID, StepID: inv.StepID, StepIndex: inv.StepIndex, EndUserID: inv.EndUserID,
 		IdempotencyKey: inv.IdempotencyKey, BrokerToken: inv.BrokerToken, Broker: inv.Broker != nil,
+	}
+	if len(inv.Input) > 0 {
+		cm.Input = jsontext.Value(inv.Input)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		cm.Deadline = d.UnixMilli()
