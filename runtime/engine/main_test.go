@@ -9,6 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Main() // the sandbox tests' workers are this test binary
+	sandbox.Main()                                                                                   // the sandbox tests' workers are this test binary
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("stead/runtime/sandbox.startProcess.func1.1")) // the worker spawner's thread lives as long as the process
 }
