@@ -1,6 +1,6 @@
 // Package cli is the `stead` command: the local server (`stead dev`) and the
 // client commands that drive Stead's HTTP API — deploy, run, runs, trace,
-// approvals, approve, deny, cancel, keys, token, login, version.
+// approvals, approve, deny, cancel, keys, token, tokens, login, version.
 //
 // Settings come from flags (--url, --key), then the environment (STEAD_URL,
 // STEAD_KEY), then the config file that `stead dev` and `stead login` write
@@ -134,6 +134,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.denyCommand(),
 		a.keysCommand(),
 		a.tokenCommand(),
+		a.tokensCommand(),
 		a.versionCommand(),
 	)
 	return root

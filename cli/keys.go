@@ -152,3 +152,64 @@ never decide an approval. The token alone is printed on standard output.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 24h)")
 	return cmd
 }
+
+func (a *app) tokensCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tokens",
+		Short: "Manage customer tokens (revoke)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("tokens needs a subcommand: revoke")
+		},
+	}
+	var token, endUser string
+	revoke := &cobra.Command{
+		Use:   "revoke --token TOKEN | --end-user END_USER",
+		Short: "Revoke a customer token, or every token of an end user, before it expires",
+		Long: `Revoke one customer token (--token), or every customer token of an end user
+issued until now (--end-user). A revoked token is refused from its next
+request on, and an event stream it opened ends within seconds. Tokens issued
+after an end user's revocation work.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body := map[string]string{}
+			switch {
+			case token != "" && endUser != "":
+				return usagef("give --token or --end-user, not both")
+			case token != "":
+				body["token"] = token
+			case endUser != "":
+				body["endUserId"] = endUser
+			default:
+				return usagef("tokens revoke needs --token TOKEN (one token) or --end-user END_USER (every token of that end user)")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var rev api.CustomerTokenRevocation
+			raw, err := c.call(cmd.Context(), request{method: http.MethodPost, path: "/v1/customer-tokens/revoke", body: body}, &rev)
+			if err != nil {
+				return err
+			}
+			if a.jsonFlag {
+				return printJSON(a.stdout(), raw)
+			}
+			w := a.stdout()
+			now := a.now()
+			switch {
+			case rev.TokenID == "":
+				fmt.Fprintf(w, "revoked every customer token of end user %s issued before %s\n", rev.EndUserID, stamp(rev.IssuedBefore))
+			case !rev.ExpiresAt.After(now):
+				fmt.Fprintf(w, "customer token %s of end user %s had already expired at %s; nothing to revoke\n", rev.TokenID, rev.EndUserID, stamp(rev.ExpiresAt))
+			default:
+				fmt.Fprintf(w, "revoked customer token %s of end user %s (it would have expired at %s, in %s)\n", rev.TokenID, rev.EndUserID, stamp(rev.ExpiresAt), until(now, rev.ExpiresAt))
+			}
+			return nil
+		},
+	}
+	revoke.Flags().StringVar(&token, "token", "", "the customer token to revoke (stc_…)")
+	revoke.Flags().StringVar(&endUser, "end-user", "", "revoke every token of this end user issued until now")
+	cmd.AddCommand(revoke)
+	return cmd
+}
