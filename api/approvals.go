@@ -65,7 +65,9 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c *caller) 
 type approveRequest struct {
 	Note string `json:"note"`
 	// Input, when set, replaces the call's input; it is checked against the
-	// tool's input schema first.
+	// tool's input schema first. Like the whole body it has been read
+	// strictly (no name twice, valid UTF-8, bounded depth); its names are
+	// the tool's, so any are allowed.
 	Input json.RawMessage `json:"input"`
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"stead/store"
+	"stead/strictjson"
 )
 
 // writeJSON writes v as the response body with the status.
@@ -33,8 +34,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // readBody reads a JSON request body of at most limit bytes into v (a
 // pointer to a struct). An empty body decodes as {}; a non-empty one must be
-// declared application/json, hold one JSON object with only known fields,
-// and nothing after it.
+// declared application/json and hold one JSON object, nothing after it, read
+// strictly (strictjson): only v's fields, names matched exactly (a case
+// variant is an unknown field), no name twice in any object, valid UTF-8,
+// at most strictjson.MaxDepth levels deep, raw values (an input, a broker
+// value) included. A refused body is a 400 naming the field, before anything
+// is done with it.
 func readBody(r *http.Request, limit int64, v any) error {
 	if r.ContentLength > limit {
 		return tooLarge("request body is %s; the limit is %s", size(r.ContentLength), size(limit))
@@ -67,58 +72,28 @@ func readBody(r *http.Request, limit int64, v any) error {
 			return invalidField("", "the body must be a JSON object")
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Unmarshal(data, v); err != nil {
 		return decodeError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalidField("", "the body has data after its JSON object; send exactly one object")
 	}
 	return nil
 }
 
 // decodeError names the field a JSON decode failed on.
 func decodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return invalidField("", "the body must be a JSON object")
-		}
-		return invalidField(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
-	case errors.As(err, &se):
-		return invalidField("", "the body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return invalidField("", "the body is not valid JSON: it ends too early")
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return invalidField("", "the body is not valid JSON: %s", err.Error())
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field, uerr := strconv.Unquote(name)
-		if uerr != nil {
-			field = name
-		}
-		return invalidField(field, "is not a known field")
+	switch e.Reason {
+	case strictjson.Trailing:
+		return invalidField("", "the body has data after its JSON object; send exactly one object")
+	case strictjson.Syntax:
+		return invalidField("", "the body %s", e.Message)
 	}
-	return invalidField("", "the body is not valid JSON: %s", err.Error())
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "an integer"
-	case "float32", "float64":
-		return "a number"
-	case "bool":
-		return "true or false"
-	case "slice", "array":
-		return "an array"
-	case "map", "struct", "ptr":
-		return "an object"
+	if e.Path() == "" {
+		return invalidField("", "the body %s", e.Message)
 	}
-	return "another type"
+	return invalidField(e.Path(), "%s", e.Message)
 }
 
 // size renders a byte count the way the limits are stated.

@@ -61,6 +61,8 @@ func (s *Server) getBroker(w http.ResponseWriter, r *http.Request, c *caller) er
 }
 
 type putBrokerRequest struct {
+	// Value is any JSON but null, read strictly with the body (no name
+	// twice, valid UTF-8, bounded depth).
 	Value json.RawMessage `json:"value"`
 }
 

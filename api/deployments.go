@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"stead/runtime/engine"
+	"stead/strictjson"
 )
 
 // deployRequest is the body of POST /v1/deployments.
@@ -47,7 +48,7 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request, c *cal
 		problems = append(problems, FieldProblem{Field: "config", Message: "is required: the stead.json object (or its text as a string)"})
 	case req.Config[0] == '"':
 		var text string
-		if err := json.Unmarshal(req.Config, &text); err != nil {
+		if err := strictjson.Unmarshal(req.Config, &text); err != nil {
 			problems = append(problems, FieldProblem{Field: "config", Message: "is not a valid JSON string"})
 		}
 		config = []byte(text)
