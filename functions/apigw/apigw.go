@@ -36,6 +36,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"stead/strictjson"
 )
 
 // Defaults of Options.
@@ -106,14 +108,18 @@ func (a *Handler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	return json.Marshal(res)
 }
 
-// Parse decodes and checks an event.
+// Parse decodes and checks an event, strictly (strictjson) but tolerating
+// fields API Gateway may add.
 func Parse(payload []byte) (events.APIGatewayV2HTTPRequest, error) {
 	var ev events.APIGatewayV2HTTPRequest
 	trimmed := bytes.TrimSpace(payload)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return ev, &EventError{Problem: fmt.Sprintf("the event is not a JSON object (it starts %q)", prefix(trimmed, 20))}
 	}
-	if err := json.Unmarshal(trimmed, &ev); err != nil {
+	// Not Stead's shape: API Gateway adds fields, so unknown names are
+	// ignored, but names match exactly and a duplicate name, invalid UTF-8
+	// or deep nesting is refused (strictjson).
+	if err := strictjson.UnmarshalForeign(trimmed, &ev); err != nil {
 		return ev, &EventError{Problem: fmt.Sprintf("the event is not valid JSON of the expected shape: %s", err.Error())}
 	}
 	switch {

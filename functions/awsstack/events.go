@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"stead/runtime/engine"
 	"stead/store"
+	"stead/strictjson"
 )
 
 // RunnerEvent is the runner function's event: {"runId": "run_…"}.
@@ -50,7 +53,9 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 
 const runnerShape = `the runner takes {"runId": "run_…"}`
 
-// ParseRunnerEvent decodes and checks a runner event.
+// ParseRunnerEvent decodes and checks a runner event, strictly
+// (strictjson): runId is the one field, matched exactly; a duplicate name,
+// invalid UTF-8 or deep nesting is refused.
 func ParseRunnerEvent(payload []byte) (RunnerEvent, error) {
 	var ev RunnerEvent
 	bad := func(format string, args ...any) (RunnerEvent, error) {
@@ -60,20 +65,27 @@ func ParseRunnerEvent(payload []byte) (RunnerEvent, error) {
 	if len(trimmed) == 0 {
 		return bad("the event is empty")
 	}
-	if !json.Valid(trimmed) {
+	if trimmed[0] != '{' {
+		if strictjson.Check(trimmed) == nil {
+			return bad("the event is not a JSON object")
+		}
 		return bad("the event is not JSON (it starts %q)", prefix(trimmed, 20))
 	}
-	var fields map[string]json.RawMessage
-	if trimmed[0] != '{' || json.Unmarshal(trimmed, &fields) != nil {
-		return bad("the event is not a JSON object")
-	}
-	for k := range fields {
-		if k != "runId" {
-			return bad("unknown field %q", k)
+	if err := strictjson.Unmarshal(trimmed, &ev); err != nil {
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return bad("the event is not JSON: %s", err.Error())
 		}
-	}
-	if raw, ok := fields["runId"]; ok && json.Unmarshal(raw, &ev.RunID) != nil {
-		return bad("runId must be a string")
+		switch se.Reason {
+		case strictjson.Unknown:
+			name := jsontext.Pointer(se.Pointer).LastToken()
+			return bad("unknown field %q%s", prefix([]byte(name), 40), strings.TrimPrefix(se.Message, "is not a known field"))
+		case strictjson.WrongType:
+			return bad("runId must be a string")
+		case strictjson.Syntax, strictjson.Trailing:
+			return bad("the event is not JSON (it starts %q): %s", prefix(trimmed, 20), se.Error())
+		}
+		return bad("the event is not valid: %s", se.Error())
 	}
 	switch {
 	case ev.RunID == "":
@@ -151,8 +163,18 @@ var _ lambda.Handler = (*SweeperHandler)(nil)
 func (s *SweeperHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(payload)
 	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
-		if !json.Valid(trimmed) || trimmed[0] != '{' {
-			err := &EventError{Function: SweeperFunction, Problem: fmt.Sprintf("the event is not a JSON object (it starts %q); the sweeper takes its schedule's input, e.g. {}", prefix(trimmed, 20))}
+		// Not Stead's shape (EventBridge's, or the schedule's input): any
+		// names, but strict JSON (strictjson).
+		var problem string
+		var se *strictjson.Error
+		switch err := strictjson.Check(trimmed); {
+		case trimmed[0] != '{', errors.As(err, &se) && (se.Reason == strictjson.Syntax || se.Reason == strictjson.Trailing):
+			problem = fmt.Sprintf("the event is not a JSON object (it starts %q)", prefix(trimmed, 20))
+		case err != nil:
+			problem = "the event is not strict JSON: " + err.Error()
+		}
+		if problem != "" {
+			err := &EventError{Function: SweeperFunction, Problem: problem + "; the sweeper takes its schedule's input, e.g. {}"}
 			s.log.ErrorContext(ctx, "refused a Lambda event", "error", err)
 			return nil, err
 		}

@@ -50,6 +50,14 @@ func TestParseRunnerEvent(t *testing.T) {
 		{`{"runId": "run 1; drop"}`, "is not a run id", false},
 		{`{"runId": "run_1", "extra": true}`, `unknown field "extra"`, false},
 		{`{"runId": "run_1"} {"runId": "run_2"}`, "not JSON", false},
+		// Strict JSON: exact names, no duplicates, valid UTF-8, bounded depth.
+		{`{"RUNID": "run_1"}`, `unknown field "RUNID"; names are case-sensitive: did you mean "runId"?`, false},
+		{`{"runId": "run_1", "RunId": "run_2"}`, `unknown field "RunId"`, false},
+		{`{"runId": "run_1", "runId": "run_2"}`, "runId: appears more than once", false},
+		{`{"runId": "run_1", "\u0072unId": "run_2"}`, "runId: appears more than once", false},
+		{"{\"runId\": \"run_\xff\"}", "runId: is not valid UTF-8", false},
+		{`{"runId": "run_1", "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "deeper than 64 levels", false},
+		{`{"runId": null}`, "runId is missing or empty", false},
 	} {
 		ev, err := awsstack.ParseRunnerEvent([]byte(c.payload))
 		switch {
@@ -153,6 +161,18 @@ func TestSweeperHandler(t *testing.T) {
 		var ee *awsstack.EventError
 		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "not a JSON object") {
 			t.Errorf("%q: %v, want an EventError", payload, err)
+		}
+	}
+	// An EventBridge event may carry any fields, but as strict JSON.
+	for payload, says := range map[string]string{
+		`{"source":"aws.scheduler","source":"stead"}`:                          "source: appears more than once",
+		"{\"detail\":\"\xff\"}":                                                "detail: is not valid UTF-8",
+		`{"detail":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`: "deeper than 64 levels",
+	} {
+		_, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
+		var ee *awsstack.EventError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%q: %v, want an EventError saying %q", payload, err, says)
 		}
 	}
 	if sweeps != before {
