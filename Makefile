@@ -106,3 +106,21 @@ test-browser: ## run the console's browser tests: headless Chromium against a re
 	cd $(E2E_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) build -o $(BIN)/stead ./cli/stead
 	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead node --test --test-reporter=spec console.test.js
+
+# Fuzzing: each target (package:FuzzName) runs for FUZZTIME, one after
+# another. `make test` runs their committed seed corpora (testdata/fuzz/) as
+# ordinary tests.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./strictjson:FuzzCheck \
+	./api:FuzzReadBody \
+	./runtime/agent:FuzzParse \
+	./runtime/agent:FuzzExpr
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
