@@ -263,7 +263,10 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 			args = "{}"
 		}
 		if input, err = agent.DecodeJSON([]byte(args)); err != nil {
-			return reject("invalid-arguments", fmt.Sprintf("Invalid arguments for %q: the arguments are not valid JSON (%s)", call.Name, strings.TrimPrefix(err.Error(), "decode JSON: ")), nil)
+			// Read as strictly as any edge: a duplicate name, invalid UTF-8
+			// or deep nesting is refused too, naming the field.
+			detail := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "decode JSON: "), "the document is not valid JSON: ")
+			return reject("invalid-arguments", fmt.Sprintf("Invalid arguments for %q: the arguments are not valid JSON: %s", call.Name, detail), nil)
 		}
 		if err := tool.ValidateInput(input); err != nil {
 			return reject("invalid-arguments", err.Error(), nil)

@@ -609,7 +609,7 @@ func TestAgentLoopTellsModelAboutBadCalls(t *testing.T) {
 	want := []string{
 		`Unknown tool "deleteEverything". Available tools: listOrders, refundOrder.`,
 		`Invalid arguments for "refundOrder": orderId: must be a string`,
-		`Invalid arguments for "listOrders": the arguments are not valid JSON (unexpected EOF)`,
+		`Invalid arguments for "listOrders": the arguments are not valid JSON: it ends too early (a bracket, brace or quote is not closed)`,
 	}
 	for i, w := range want {
 		if m := msg(t, r2, 3+i); m["content"] != w {
