@@ -407,6 +407,13 @@ func (p *Pool) watchMemory() {
 		case <-p.wake:
 		}
 		for {
+			// A call is looked at once it has run for an interval: most end
+			// well within one and never cost a read of /proc.
+			select {
+			case <-p.done:
+				return
+			case <-time.After(interval):
+			}
 			p.mu.Lock()
 			var busy []*proc
 			for pr := range p.live {
@@ -423,11 +430,6 @@ func (p *Pool) watchMemory() {
 					pr.rss.Store(rss)
 					pr.kill(killMemory)
 				}
-			}
-			select {
-			case <-p.done:
-				return
-			case <-time.After(interval):
 			}
 		}
 	}
@@ -523,3 +525,7 @@ var (
 	spawnerOnce sync.Once
 	spawnCh     chan spawnReq
 )
+
+// ResidentMemory returns a process's resident memory in bytes, as the
+// pool's memory watch reads it (for reports and benchmarks).
+func ResidentMemory(pid int) (int64, error) { return residentMemory(pid) }

@@ -1,0 +1,114 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
+)
+
+const benchSource = `
+export async function noop(input, context) {
+  return { ok: true, n: input.n, run: context.run.id };
+}
+`
+
+func benchInvocation() jsvm.Invocation {
+	return jsvm.Invocation{
+		Tenant:         "prj_bench",
+		Export:         "noop",
+		Input:          json.RawMessage(`{"n":42}`),
+		RunID:          "run_01",
+		StepID:         "lookup",
+		StepIndex:      2,
+		EndUserID:      "user_7",
+		IdempotencyKey: "idem_run_01_lookup",
+		Broker:         &jsvm.MemoryBroker{},
+		BrokerToken:    "brk_secret_token_value",
+		Secrets:        []string{"another-secret"},
+	}
+}
+
+// BenchmarkInvokeWarm is a trivial async handler with the full context
+// (broker, token, ids, secrets) through the sandbox: a warm worker, one
+// call frame out and one done frame back. It reports the median of batches
+// as ns/median beside ns/op; jsvm's BenchmarkGojaBare is the in-process
+// floor.
+func BenchmarkInvokeWarm(b *testing.B) {
+	p := newPool(b, sandbox.Options{})
+	bn := load(b, benchSource)
+	inv := benchInvocation()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := p.Invoke(ctx, bn, inv); err != nil { // start the worker
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var batches []float64
+	n := 0
+	start := time.Now()
+	for b.Loop() {
+		if _, err := p.Invoke(ctx, bn, inv); err != nil {
+			b.Fatal(err)
+		}
+		if n++; n%32 == 0 {
+			batches = append(batches, float64(time.Since(start).Nanoseconds())/32)
+			start = time.Now()
+		}
+	}
+	if len(batches) > 0 {
+		slices.Sort(batches)
+		b.ReportMetric(batches[len(batches)/2], "ns/median")
+	}
+}
+
+// BenchmarkWorkerStart is a fresh worker made ready for a ~250 KiB bundle
+// and its first call: process start, handshake, load (the worker compiles
+// the bundle once), one call.
+func BenchmarkWorkerStart(b *testing.B) {
+	var src strings.Builder
+	for i := 0; src.Len() < 250<<10; i++ {
+		fmt.Fprintf(&src, "export function f%d(input) { const table = %q; return { i: %d, n: table.length + (input && input.n || 0) }; }\n",
+			i, strings.Repeat("lorem ipsum dolor sit amet ", 8), i)
+	}
+	bn := load(b, src.String())
+	p := newPool(b, sandbox.Options{MaxIdle: 1, MaxIdlePerBundle: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	inv := jsvm.Invocation{Export: "f0", Input: json.RawMessage(`{"n":1}`)}
+	i := 0
+	for b.Loop() {
+		inv.Tenant = fmt.Sprintf("prj_%d", i) // a new tenant: never a warm worker
+		i++
+		if _, err := p.Invoke(ctx, bn, inv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(src.String()))/1024, "KiB/bundle")
+}
+
+// BenchmarkIdleWorkerMemory reports the resident memory of one idle warm
+// worker (after a call of the bench handler).
+func BenchmarkIdleWorkerMemory(b *testing.B) {
+	p := newPool(b, sandbox.Options{})
+	bn := load(b, benchSource)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := p.Invoke(ctx, bn, benchInvocation()); err != nil {
+		b.Fatal(err)
+	}
+	var rss int64
+	for b.Loop() {
+		var err error
+		if rss, err = sandbox.ResidentMemory(p.Stats().PIDs[0]); err != nil {
+			b.Skip(err)
+		}
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "MiB/idle-worker")
+}
