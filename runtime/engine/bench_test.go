@@ -15,6 +15,7 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
 	"stead/store"
 	"stead/store/boltstore"
 	"stead/store/fsblob"
@@ -86,8 +87,9 @@ type nopDispatch struct{}
 func (nopDispatch) Dispatch(context.Context, string) error { return nil }
 
 // benchEngine is an engine on a bbolt file with fsync on, as `stead dev`
-// runs it.
-func benchEngine(b *testing.B) (*engine.Engine, *countingStore, approvals.Actor) {
+// runs it. Handlers run through a sandbox.Pool with stead dev's options when
+// sandboxed, in this process's jsvm.Runtime otherwise.
+func benchEngine(b *testing.B, sandboxed bool) (*engine.Engine, *countingStore, approvals.Actor) {
 	b.Helper()
 	dir := b.TempDir()
 	bolt, err := boltstore.Open(filepath.Join(dir, "stead.db"), boltstore.Options{})
@@ -102,9 +104,18 @@ func benchEngine(b *testing.B) (*engine.Engine, *countingStore, approvals.Actor)
 	}
 	rt := jsvm.New(jsvm.Options{})
 	b.Cleanup(rt.Close)
+	var inv engine.Invoker = rt
+	if sandboxed {
+		sb, err := sandbox.New(sandbox.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(sb.Close)
+		inv = sb
+	}
 	eng, err := engine.New(engine.Config{
 		Store: cs, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker: rt, Dispatch: nopDispatch{},
+		Invoker: inv, Dispatch: nopDispatch{},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -121,13 +132,16 @@ func benchEngine(b *testing.B) (*engine.Engine, *countingStore, approvals.Actor)
 }
 
 // BenchmarkRunUngated3Steps starts and executes ungated 3-step runs on the
-// embedded store with fsync on, from 1 and 16 goroutines, and reports runs/s
-// and store writes (commits) per run.
+// embedded store with fsync on, from 1 and 16 goroutines, each step's
+// handler in a sandbox worker (sandbox.Pool with stead dev's defaults), and
+// reports runs/s and store writes (commits) per run. The workers are started
+// and warm before the timer.
 func BenchmarkRunUngated3Steps(b *testing.B) {
 	for _, conc := range []int{1, 16} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			eng, cs, actor := benchEngine(b)
+			eng, cs, actor := benchEngine(b, true)
 			ctx := context.Background()
+			warm(b, eng, actor, conc)
 			var n atomic.Int64
 			b.ResetTimer()
 			start := time.Now()
@@ -157,11 +171,33 @@ func BenchmarkRunUngated3Steps(b *testing.B) {
 	}
 }
 
+// warm runs conc runs at once, twice, so that the sandbox pool has started
+// the workers the timed runs use.
+func warm(b *testing.B, eng *engine.Engine, actor approvals.Actor, conc int) {
+	b.Helper()
+	ctx := context.Background()
+	for range 2 {
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				r, _, err := eng.StartRun(ctx, actor, engine.StartParams{Agent: "ungated", Input: json.RawMessage(`{"id":"o-1"}`), EndUserID: "u1"})
+				if err == nil {
+					err = eng.Execute(ctx, r.ID)
+				}
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
 // BenchmarkApproveResume measures, for gated runs paused at their approval,
 // the time from the approve call to the run being claimed by a worker again
 // (in process, embedded store with fsync on), and reports its median and p99.
 func BenchmarkApproveResume(b *testing.B) {
-	eng, cs, actor := benchEngine(b)
+	eng, cs, actor := benchEngine(b, false)
 	ctx := context.Background()
 	samples := make([]time.Duration, 0, b.N)
 	for b.Loop() {
