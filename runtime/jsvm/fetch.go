@@ -8,16 +8,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dop251/goja"
 	"golang.org/x/net/http/httpguts"
 
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 )
 
 // fetcher is a Runtime's HTTP client for the fetch global. Every connection
@@ -25,19 +24,19 @@ import (
 // dial time, on the address actually dialled, so a hostname that resolves
 // (or re-resolves) to a refused address cannot get through.
 type fetcher struct {
-	policy      egressPolicy
+	policy      egress.Policy
 	client      *http.Client
 	transport   *http.Transport
 	maxResponse int64
 }
 
 func newFetcher(o FetchOptions) *fetcher {
-	policy := egressPolicy{allow: o.Allow}
+	policy := egress.Policy{Allow: o.Allow}
 	f := &fetcher{policy: policy, maxResponse: o.MaxResponse}
 	dialer := &net.Dialer{
 		Timeout:        o.Timeout,
 		KeepAlive:      30 * time.Second,
-		ControlContext: policy.control,
+		ControlContext: policy.Control,
 	}
 	tr := &http.Transport{
 		Proxy:                  nil, // a proxy would be dialled instead of the destination
@@ -59,103 +58,13 @@ func newFetcher(o FetchOptions) *fetcher {
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return fmt.Errorf("redirect to a %s: URL is not allowed", req.URL.Scheme)
 			}
-			return policy.checkLiteral(req.URL.Hostname())
+			return policy.CheckLiteral(req.URL.Hostname())
 		},
 	}
 	return f
 }
 
 func (f *fetcher) close() { f.transport.CloseIdleConnections() }
-
-// egressPolicy refuses destinations inside the host's networks unless
-// allowed.
-type egressPolicy struct{ allow []netip.Prefix }
-
-// refusedError is a destination the egress policy refused.
-type refusedError struct {
-	addr   netip.Addr
-	reason string
-}
-
-func (e *refusedError) Error() string {
-	return fmt.Sprintf("destination %s is refused: it is %s (handlers may only reach public addresses)", e.addr, e.reason)
-}
-
-// refusedPrefixes are ranges refused besides what netip's predicates cover.
-var refusedPrefixes = []struct {
-	prefix netip.Prefix
-	reason string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), `a "this network" address`},
-	{netip.MustParsePrefix("100.64.0.0/10"), "a carrier-grade NAT (shared) address"},
-	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment address"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
-	{netip.MustParsePrefix("64:ff9b::/96"), "a NAT64 address (it embeds an IPv4 address)"},
-	{netip.MustParsePrefix("64:ff9b:1::/48"), "a NAT64 address (it embeds an IPv4 address)"},
-	{netip.MustParsePrefix("2002::/16"), "a 6to4 address (it embeds an IPv4 address)"},
-	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
-}
-
-// check returns a *refusedError for a refused address, or nil.
-func (p egressPolicy) check(addr netip.Addr) error {
-	for _, a := range p.allow {
-		if a.Contains(addr) {
-			return nil
-		}
-	}
-	reason := ""
-	switch {
-	case !addr.IsValid():
-		reason = "not an IP address"
-	case addr.Is4In6():
-		reason = "an IPv4-mapped IPv6 address"
-	case addr.IsLoopback():
-		reason = "a loopback address"
-	case addr.IsPrivate():
-		reason = "a private address"
-	case addr.IsLinkLocalUnicast():
-		reason = "a link-local address (this includes cloud metadata services such as 169.254.169.254)"
-	case addr.IsMulticast(), addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast():
-		reason = "a multicast address"
-	case addr.IsUnspecified():
-		reason = "an unspecified address"
-	case addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		reason = "the broadcast address"
-	default:
-		for _, r := range refusedPrefixes {
-			if r.prefix.Contains(addr) {
-				reason = r.reason
-				break
-			}
-		}
-	}
-	if reason == "" {
-		return nil
-	}
-	return &refusedError{addr: addr, reason: reason}
-}
-
-// checkLiteral refuses a URL host that is an IP literal in a form the
-// policy refuses (an IPv4-mapped IPv6 literal is dialled as IPv4, so it is
-// caught here, by how it was written). Names are checked when dialled.
-func (p egressPolicy) checkLiteral(host string) error {
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
-	}
-	return p.check(addr)
-}
-
-// control is the dialer's ControlContext: it runs for every connection
-// attempt, after name resolution, with the address about to be dialled.
-func (p egressPolicy) control(_ context.Context, network, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return &refusedError{reason: "not an IP address (" + network + " " + address + ")"}
-	}
-	return p.check(ap.Addr())
-}
 
 var errTooLarge = errors.New("response too large")
 
@@ -236,7 +145,7 @@ func (f *fetcher) request(ctx context.Context, fr FetchRequest) (*http.Request, 
 	case !httpguts.ValidHostHeader(u.Host):
 		return nil, fail("fetch: invalid host in %q", fr.URL)
 	}
-	if err := f.policy.checkLiteral(u.Hostname()); err != nil {
+	if err := f.policy.CheckLiteral(u.Hostname()); err != nil {
 		return nil, fail("%s", fetchFailure(fr.URL, err, 0))
 	}
 	if !validMethod(fr.Method) {
@@ -375,10 +284,10 @@ func (f *fetcher) do(req *http.Request) (FetchResponse, error) {
 // fetchFailure says why a fetch failed, in the words of the policy or limit
 // that stopped it.
 func fetchFailure(rawURL string, err error, maxResponse int64) string {
-	var refused *refusedError
+	var refused *egress.RefusedError
 	switch {
 	case errors.As(err, &refused):
-		return fmt.Sprintf("fetch %s failed: %s", rawURL, refused.Error())
+		return fmt.Sprintf("fetch %s failed: %s (handlers may only reach public addresses)", rawURL, refused.Error())
 	case errors.Is(err, errTooLarge):
 		return fmt.Sprintf("fetch %s failed: the response body is over the %s limit", rawURL, bundle.FormatSize(maxResponse))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
