@@ -138,7 +138,13 @@ type Error struct {
 	Retryable bool
 	// RetryAfter is the wait the provider asked for (Retry-After), 0 if none.
 	RetryAfter time.Duration
+	// Err is the cause when there was no answer, for errors.As: a
+	// *egress.RefusedError when the egress policy refused the destination
+	// (never retryable). Error does not repeat it; Message says it.
+	Err error
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	var b strings.Builder

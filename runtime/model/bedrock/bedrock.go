@@ -22,7 +22,9 @@
 // every provider. ThrottlingException, ServiceUnavailableException,
 // InternalServerException, ModelNotReadyException, ModelTimeoutException and
 // any 5xx answer are retryable; the rest (ValidationException,
-// AccessDeniedException, …) are not.
+// AccessDeniedException, …) are not, nor is an endpoint the egress policy
+// of Options.HTTPClient refused (a *egress.RefusedError, the *model.Error's
+// Err).
 package bedrock
 
 import (
@@ -43,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/aws/smithy-go"
 
+	"stead/runtime/egress"
 	"stead/runtime/model"
 )
 
@@ -296,6 +299,12 @@ func (c *Client) translate(err error) error {
 	case e.Status != 0:
 		e.Retryable = e.Status == 408 || e.Status == 429 || e.Status >= 500
 	default:
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			// The egress policy refused the endpoint: it will again.
+			e.Message, e.Err = refused.Error(), refused
+			return e
+		}
 		// No answer at all: a broken connection.
 		e.Retryable = true
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"stead/runtime/egress"
 	"stead/runtime/model"
 	"stead/runtime/model/bedrock"
 )
@@ -202,5 +204,32 @@ func TestConverseRetriedThroughComplete(t *testing.T) {
 		model.RetryPolicy{MaxRetries: 2, Sleep: func(context.Context, time.Duration) error { waits++; return nil }})
 	if err != nil || n != 2 || waits != 1 || resp.Content != "Order o-1 was refunded." || len(f.bodies) != 2 {
 		t.Fatalf("Complete = %+v, %d attempts, %d waits, %v", resp, n, waits, err)
+	}
+}
+
+func TestEgressRefusedEndpointIsNotRetryable(t *testing.T) {
+	t.Parallel()
+	f := &fakeBedrock{t: t}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, endpoint := range []string{srv.URL, "http://localhost:" + port} {
+		c, err := bedrock.New(context.Background(), bedrock.Options{
+			ModelID: modelID, Region: "us-east-1", BaseEndpoint: endpoint, HTTPClient: egress.Policy{}.Client(),
+			Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret-test-key", ""),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}})
+		var pe *model.Error
+		var refused *egress.RefusedError
+		if !errors.As(err, &pe) || pe.Retryable || !errors.As(err, &refused) || !refused.Addr.IsLoopback() ||
+			err.Error() != "bedrock "+modelID+": "+refused.Error() {
+			t.Errorf("%s: %v, want a non-retryable *model.Error wrapping the refusal", endpoint, err)
+		}
+	}
+	if len(f.bodies) != 0 {
+		t.Errorf("the endpoint saw %d requests", len(f.bodies))
 	}
 }

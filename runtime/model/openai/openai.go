@@ -15,7 +15,9 @@
 //
 // Failures are *model.Error: 408, 409, 429 and 5xx answers and broken
 // connections are retryable, with Retry-After (seconds or an HTTP date)
-// honoured; other statuses are not.
+// honoured; other statuses are not. A destination the egress policy of
+// Options.HTTPClient refused (a *egress.RefusedError) is not retryable and
+// is the *model.Error's Err.
 package openai
 
 import (
@@ -30,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"stead/runtime/egress"
 	"stead/runtime/model"
 )
 
@@ -162,8 +165,14 @@ func (c *Client) Complete(ctx context.Context, req model.Request) (model.Respons
 		if ctx.Err() != nil {
 			return model.Response{}, ctx.Err()
 		}
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			// The egress policy refused where the request (or a redirect)
+			// went: the same request will be refused again.
+			return model.Response{}, &model.Error{Provider: c.name, Message: c.redact("POST " + c.url + ": " + refused.Error()), Err: refused}
+		}
 		// No answer: a refused or broken connection, retryable.
-		return model.Response{}, &model.Error{Provider: c.name, Message: c.redact(err.Error()), Retryable: true}
+		return model.Response{}, &model.Error{Provider: c.name, Message: c.redact(err.Error()), Retryable: true, Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, MaxResponse+1))

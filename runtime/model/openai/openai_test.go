@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"stead/runtime/egress"
 	"stead/runtime/model"
 	"stead/runtime/model/openai"
 )
@@ -124,5 +127,26 @@ func TestConnectionRefusedIsRetryable(t *testing.T) {
 	_, err := c.Complete(context.Background(), model.Request{})
 	if !model.IsRetryable(err) {
 		t.Errorf("err = %v, want retryable", err)
+	}
+}
+
+func TestEgressRefusedIsNotRetryable(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	c, _ := openai.New(openai.Options{BaseURL: "http://localhost:" + port + "/v1", Model: "m", APIKey: "sk-secret-key-123",
+		HTTPClient: egress.Policy{}.Client()})
+	_, err := c.Complete(context.Background(), model.Request{})
+	var pe *model.Error
+	var refused *egress.RefusedError
+	if !errors.As(err, &pe) || pe.Retryable || !errors.As(err, &refused) || !refused.Addr.IsLoopback() ||
+		!strings.Contains(err.Error(), "POST http://localhost:"+port+"/v1/chat/completions: destination") ||
+		!strings.Contains(err.Error(), "a loopback address") {
+		t.Errorf("err = %v, want a non-retryable *model.Error wrapping the refusal", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the server saw %d requests", n)
 	}
 }
