@@ -14,6 +14,7 @@ import (
 	"stead/approvals"
 	"stead/infra/testclock"
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store"
@@ -210,6 +211,9 @@ type options struct {
 	// maxToolResult sets engine.ModelOptions.MaxToolResult;
 	// maxOutputInline sets engine.Config.MaxOutputInline.
 	maxToolResult, maxOutputInline int
+	// modelEgress sets engine.ModelOptions.Egress; loopback allowed (the
+	// scripted model servers) when nil.
+	modelEgress *egress.Policy
 }
 
 // sleeps is the engine's injected retry sleep: it records each wait and
@@ -260,6 +264,10 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	q := &queue{}
 	env := map[string]string{}
 	sl := &sleeps{clock: clk}
+	modelEgress := egress.Policy{Allow: egress.Loopback}
+	if o.modelEgress != nil {
+		modelEgress = *o.modelEgress
+	}
 	var inv engine.Invoker = rt
 	if o.invoker != nil {
 		inv = o.invoker(rt)
@@ -278,6 +286,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 				v, ok := env[k]
 				return v, ok
 			},
+			Egress:        modelEgress,
 			Sleep:         sl.sleep,
 			Jitter:        func() float64 { return 0.5 },
 			MaxToolResult: o.maxToolResult,

@@ -15,6 +15,7 @@ import (
 
 	"stead/approvals"
 	"stead/runtime/agent"
+	"stead/runtime/egress"
 	"stead/runtime/model"
 	"stead/runtime/model/bedrock"
 	"stead/runtime/model/openai"
@@ -24,7 +25,8 @@ import (
 // Model error codes, stable for the API and CLI.
 const (
 	// CodeModelConfig: the model cannot be used as configured (its API key's
-	// environment variable is not set, the provider cannot be set up).
+	// environment variable is not set, the provider cannot be set up, the
+	// egress policy refused its baseUrl's address).
 	CodeModelConfig = "model-config"
 	// CodeModelError: the provider refused the request (HTTP 4xx other than
 	// 408/409/429: a bad request, a wrong key, an unknown model).
@@ -47,11 +49,20 @@ const (
 const DefaultMaxToolResult = 60_000
 
 // ModelOptions configure how model and agent steps reach model providers.
-// The zero value works: real HTTP, the process environment, real sleeps.
+// The zero value works: real HTTP to public addresses, the process
+// environment, real sleeps.
 type ModelOptions struct {
-	// HTTPClient sends requests to openai-compatible endpoints and Bedrock;
-	// a client without an overall timeout when nil (every request has its
-	// own, requestTimeoutMs).
+	// Egress is the destination policy of model requests whose endpoint
+	// the deployment chooses: every openai-compatible request, and Bedrock
+	// requests when the model sets a baseUrl (the regional endpoint is
+	// AWS's). Each connection is checked as dialled, redirects included;
+	// a refused one fails the step with CodeModelConfig and is not
+	// retried. Egress.Allow is an owner setting (`stead dev
+	// --egress-allow`, the runner's STEAD_EGRESS_ALLOW), never stead.json.
+	Egress egress.Policy
+	// HTTPClient, when set, replaces Egress.Client() for every model
+	// request, regional Bedrock included (tests). Either way no client has
+	// an overall timeout: every request has its own, requestTimeoutMs.
 	HTTPClient *http.Client
 	// LookupEnv reads the API keys named by apiKeyEnv; os.LookupEnv when nil.
 	LookupEnv func(name string) (string, bool)
@@ -68,11 +79,16 @@ type ModelOptions struct {
 	// bytes; DefaultMaxToolResult when zero. The full result is in the
 	// trace.
 	MaxToolResult int
+
+	// egressClient sends the requests Egress governs: HTTPClient, or
+	// Egress.Client().
+	egressClient *http.Client
 }
 
 func (o *ModelOptions) defaults() {
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{}
+	o.egressClient = o.HTTPClient
+	if o.egressClient == nil {
+		o.egressClient = o.Egress.Client()
 	}
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
@@ -145,9 +161,13 @@ func (e *Engine) openModel(ctx context.Context, m *agent.Model) (openedModel, er
 	case o.Open != nil:
 		p, err = o.Open(ctx, m, key)
 	case m.Provider == agent.OpenAI:
-		p, err = openai.New(openai.Options{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, HTTPClient: o.HTTPClient, Now: e.cfg.Now})
+		p, err = openai.New(openai.Options{BaseURL: m.BaseURL, Model: m.Model, APIKey: key, HTTPClient: o.egressClient, Now: e.cfg.Now})
 	case m.Provider == agent.Bedrock:
-		p, err = bedrock.New(ctx, bedrock.Options{ModelID: m.ModelID, Region: m.Region, BaseEndpoint: m.BaseURL, HTTPClient: o.HTTPClient})
+		hc := o.HTTPClient // nil: the SDK's, for AWS's regional endpoint
+		if m.BaseURL != "" {
+			hc = o.egressClient
+		}
+		p, err = bedrock.New(ctx, bedrock.Options{ModelID: m.ModelID, Region: m.Region, BaseEndpoint: m.BaseURL, HTTPClient: hc})
 	default:
 		err = fmt.Errorf("provider %q is not supported", m.Provider)
 	}
@@ -156,6 +176,10 @@ func (e *Engine) openModel(ctx context.Context, m *agent.Model) (openedModel, er
 	}
 	return openedModel{provider: p, apiKey: key}, nil
 }
+
+// egressFix ends the error of a model request the egress policy refused.
+const egressFix = "a model's baseUrl reaches loopback, private and link-local addresses only where the owner allows their range " +
+	"(`stead dev --egress-allow`, or STEAD_EGRESS_ALLOW on the runner on AWS); stead.json cannot allow them"
 
 // modelCall is one model answer and what it cost.
 type modelCall struct {
@@ -206,6 +230,11 @@ func (x *execution) ask(ctx context.Context, s *agent.Step, m *agent.Model, req 
 			code = CodeModelUnavailable
 		}
 		msg := fmt.Sprintf("model %q: %v", m.Name, err)
+		var refused *egress.RefusedError
+		if errors.As(err, &refused) {
+			code = CodeModelConfig
+			msg += "; " + egressFix
+		}
 		return modelCall{}, x.fail(ctx, s.ID, code, x.secrets.redact(msg))
 	}
 	mc := modelCall{resp: resp, attempts: attempts, took: x.e.now().Sub(started)}
