@@ -262,6 +262,41 @@ func TestLambdaEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("hostile handler", func(t *testing.T) {
+		s.t = t
+		// A handler whose JSON.parse recurses natively until Go's stack
+		// overflows — fatal to a Go process — runs in the runner's sandbox
+		// worker: the invocation returns, the step is tried three times, then
+		// the run fails sandbox-crashed; the next run is fine.
+		hostile := append(slices.Clone(refunds.Handlers),
+			[]byte("\nexport async function deepParse() { return JSON.parse(\"[\".repeat(3e6) + \"]\".repeat(3e6)); }\n")...)
+		config := strings.Replace(string(refunds.Config), `"tool": "listOrders"`, `"tool": "deepParse"`, 1)
+		config = strings.Replace(config, `"listOrders": {`, `"deepParse": { "effect": "read" }, "listOrders": {`, 1)
+		if dep := s.deployBundle(ctx, hostile, []byte(config)); dep.Version != 3 {
+			t.Fatalf("hostile deployment is version %d", dep.Version)
+		}
+		run := s.startRun(ctx, "o-1001")
+		s.drainRunner(ctx, run.ID) // one invocation: the retries need no dispatch
+		r := s.getRun(ctx, run.ID)
+		if r.Status != "failed" || r.Error == nil || r.Error.Code != "sandbox-crashed" || r.Error.Step != "orders" {
+			t.Fatalf("the hostile run is %s %+v, want failed sandbox-crashed at step orders", r.Status, r.Error)
+		}
+		if n := strings.Count(strings.Join(s.eventTypes(ctx, run.ID), ","), "step.retrying"); n != 2 {
+			t.Errorf("%d step.retrying events, want 2", n)
+		}
+		if dep := s.deploy(ctx, refunds.Config); dep.Version != 4 {
+			t.Fatalf("redeployment is version %d", dep.Version)
+		}
+		next := s.startRun(ctx, "o-1002")
+		s.drainRunner(ctx, next.ID)
+		if r := s.getRun(ctx, next.ID); r.Status != "awaiting-approval" {
+			t.Errorf("the next run is %s (%+v), want awaiting-approval", r.Status, r.Error)
+		}
+		if strings.Contains(s.runner.Logs(), "panic") || strings.Contains(s.runner.Logs(), "fatal error") {
+			t.Errorf("the runner's own process died or panicked:\n%s", s.runner.Logs())
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		s.t = t
 		cases := []struct {
@@ -402,7 +437,12 @@ func (s *stack) invokeJSON(ctx context.Context, fn *rie.Instance, payload []byte
 
 func (s *stack) deploy(ctx context.Context, config []byte) api.Deployment {
 	s.t.Helper()
-	body, _ := json.Marshal(map[string]string{"bundle": string(refunds.Handlers), "config": string(config)})
+	return s.deployBundle(ctx, refunds.Handlers, config)
+}
+
+func (s *stack) deployBundle(ctx context.Context, bundle, config []byte) api.Deployment {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]string{"bundle": string(bundle), "config": string(config)})
 	var d api.Deployment
 	if err := json.Unmarshal(s.mustCall(ctx, 201, "deploy.json", map[string]string{"BODY": string(body)}), &d); err != nil {
 		s.t.Fatal(err)

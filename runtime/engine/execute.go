@@ -402,9 +402,12 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		x.lowerTrust("tool:"+tool.Name, s.ID)
 	}
 	if je, ok := jsvm.AsError(err); ok && je.Code == jsvm.CodeSandboxCrashed {
-		// Maybe not this call's doing (a fault of the worker): try the step
-		// again after a short backoff, a bounded number of times. Attempts
-		// were counted durably by the claims, so a restart changes nothing.
+		// Maybe not this call's doing (a fault of the worker): try the call
+		// again, here, after a short backoff, a bounded number of times —
+		// in this execution, so it needs no dispatch (the runner Lambda
+		// dispatches nothing). Each attempt is counted in the store before
+		// it runs (the claim counted the first), so a restart or a runner
+		// that keeps dying cannot reset the count.
 		if x.run.Attempts > x.e.sandboxRetries() {
 			hc.code, hc.msg = CodeSandboxCrashed, fmt.Sprintf("%s crashed its sandbox %d times; giving up: %s", tool.Name, x.run.Attempts, je.Message)
 			return hc, nil
@@ -412,7 +415,13 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		if err := sleepCtx(ctx, time.Duration(x.run.Attempts)*x.e.sandboxBackoff()); err != nil {
 			return hc, errStop
 		}
-		return hc, x.requeue(ctx, s.ID, tool.Name, je.Message)
+		x.emit("step.retrying", s.ID, map[string]any{"tool": tool.Name, "attempt": x.run.Attempts, "code": CodeSandboxCrashed, "reason": je.Message})
+		next := x.run
+		next.Attempts++
+		if err := x.commit(ctx, next, nil, nil); err != nil {
+			return hc, err
+		}
+		return x.invoke(ctx, s, callID, tool, inputJSON, key, names, extra)
 	}
 	if je, ok := jsvm.AsError(err); ok && je.Retryable {
 		// Not necessarily this handler's doing: try the step again (up to

@@ -1,11 +1,16 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"stead/runtime/bundle"
 	"stead/runtime/engine"
+	"stead/runtime/jsvm"
 	"stead/runtime/sandbox"
 	"stead/store"
 )
@@ -28,17 +33,38 @@ const crashingConfig = `{
   }
 }`
 
+// countingInvoker counts calls.
+type countingInvoker struct {
+	engine.Invoker
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingInvoker) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Invoker.Invoke(ctx, b, inv)
+}
+
 // A step whose handler crashes its sandbox worker every time is tried
-// 1 + SandboxRetries times, with the attempts counted durably: a restart
-// after the first crash does not reset them. Then the run fails
-// sandbox-crashed naming the step, and the next run succeeds.
+// 1 + SandboxRetries times in all, each attempt counted in the store before
+// it runs: here the whole process dies right after the first crash (the
+// write that counts the second attempt is lost), and after a restart the
+// count goes on from the first. Then the run fails sandbox-crashed naming
+// the step, within 20 s, and the next run succeeds.
 func TestSandboxCrashIsRetriedThenFails(t *testing.T) {
 	pool, err := sandbox.New(sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	h := setup(t, func(o *options) { o.invoker = func(engine.Invoker) engine.Invoker { return pool } })
+	counter := &countingInvoker{Invoker: pool}
+	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool { return hasEvent(c, "step.retrying", "sandbox-crashed") }}
+	h := setup(t, func(o *options) {
+		o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs }
+		o.invoker = func(engine.Invoker) engine.Invoker { return counter }
+	})
 	h.cfg.SandboxBackoff = time.Millisecond
 	h.restart()
 	h.deploy(h.owner, crashingHandlers, crashingConfig)
@@ -47,17 +73,16 @@ func TestSandboxCrashIsRetriedThenFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first attempt crashes; then "the server restarts".
 	for _, id := range h.queue.take() {
-		if err := h.eng.Execute(h.ctx, id); err != nil {
-			t.Fatal(err)
+		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
+			t.Fatalf("execute: %v, want the process to die after the first crash", err)
 		}
 	}
-	if got := h.run(r.ID); got.Status != store.RunQueued || got.Attempts != 1 {
+	if got := h.run(r.ID); got.Status != store.RunRunning || got.Attempts != 1 {
 		t.Fatalf("after the first crash: status %s, attempts %d", got.Status, got.Attempts)
 	}
 	h.restart()
-	h.clock.Advance(time.Hour)
+	h.clock.Advance(time.Hour) // past the dead process's lease
 	if _, err := h.eng.Sweep(h.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +92,49 @@ func TestSandboxCrashIsRetriedThenFails(t *testing.T) {
 	if r.Error.Step != "boom" || !strings.Contains(r.Error.Message, "crashed its sandbox 3 times") {
 		t.Errorf("error = %+v", r.Error)
 	}
-	if n := strings.Count(strings.Join(h.eventTypes(r.ID), ","), "step.retrying"); n != 2 {
-		t.Errorf("%d retries in the trace, want 2: %v", n, h.eventTypes(r.ID))
+	if counter.n != 3 {
+		t.Errorf("the handler ran %d times, want 3 (the attempt before the restart counts)", counter.n)
+	}
+	if n := strings.Count(strings.Join(h.eventTypes(r.ID), ","), "step.retrying"); n != 1 {
+		t.Errorf("%d retries in the trace after the restart, want 1: %v", n, h.eventTypes(r.ID))
 	}
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("failing took %s, over 20s", took)
 	}
-	t.Logf("sandbox-crashed after 3 attempts in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("sandbox-crashed after 3 attempts and a restart in %s", time.Since(start).Round(time.Millisecond))
 	ok := h.start("fine", `{}`)
 	wantStatus(t, ok, store.RunSucceeded, "")
+}
+
+// Without a restart, the retries happen inside one execution: no dispatch
+// is needed (the runner Lambda dispatches nothing).
+func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
+	pool, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	h := setup(t, func(o *options) { o.invoker = func(engine.Invoker) engine.Invoker { return pool } })
+	h.cfg.SandboxBackoff = time.Millisecond
+	h.restart()
+	h.deploy(h.owner, crashingHandlers, crashingConfig)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "crashy", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := h.queue.take()
+	if len(ids) != 1 {
+		t.Fatalf("dispatched %v", ids)
+	}
+	if err := h.eng.Execute(h.ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.queue.take(); len(left) != 0 {
+		t.Errorf("the retries dispatched %v", left)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeSandboxCrashed)
+	if r.Attempts != 3 {
+		t.Errorf("attempts %d, want 3", r.Attempts)
+	}
 }

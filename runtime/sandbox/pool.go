@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -468,7 +469,7 @@ func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, 
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
 	}
 	_ = childFile.Close()
-	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, stderr: tail,
+	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, br: bufio.NewReaderSize(conn, 64<<10), stderr: tail,
 		dead: make(chan struct{}), exited: make(chan struct{})}
 	p.mu.Lock()
 	p.live[pr] = struct{}{}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -44,7 +45,8 @@ type proc struct {
 	conn   net.Conn
 	stderr *tailBuffer
 
-	rbuf []byte // the reader's
+	br   *bufio.Reader // the reader's, over conn
+	rbuf []byte
 	wmu  sync.Mutex
 	wbuf []byte
 
@@ -107,8 +109,8 @@ func (pr *proc) violate(format string, args ...any) {
 func (pr *proc) wait() {
 	_ = pr.cmd.Wait()
 	_ = pr.conn.Close()
-	close(pr.exited)
 	pr.pool.forget(pr)
+	close(pr.exited)
 }
 
 // load waits for the worker's ready frame and hands it the bundle.
@@ -125,7 +127,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error
 		return jsvm.NewError(jsvm.CodeSandboxCrashed, fmt.Sprintf("start a sandbox worker: %s: %v%s", what, err, pr.stderrNote()))
 	}
 	var m message
-	if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 		return fail("wait for it to start", err)
 	}
 	if m.T != msgReady || m.V != protocolVersion {
@@ -135,7 +137,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error
 	if err != nil {
 		return fail("send the bundle", err)
 	}
-	if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 		return fail("load the bundle", err)
 	}
 	if m.T != msgLoaded {
@@ -152,7 +154,7 @@ func (pr *proc) read() {
 	defer close(pr.dead)
 	for {
 		var m message
-		if err := readFrame(pr.conn, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+		if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 			if errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame") {
 				pr.violate("%v", err)
 			}
@@ -243,7 +245,10 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 		return pr.died(ctx, c, red, start)
 	case <-ctx.Done():
 	}
-	_ = pr.send(&message{T: msgCancel})
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// A cancellation; a deadline the worker sees by itself.
+		_ = pr.send(&message{T: msgCancel})
+	}
 	grace := time.NewTimer(p.opts.Grace)
 	defer grace.Stop()
 	select {

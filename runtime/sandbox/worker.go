@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	stdjson "encoding/json"
 	"errors"
@@ -82,7 +83,7 @@ func serveWorker(args []string) int {
 		fmt.Fprintf(os.Stderr, "stead sandbox worker: open the channel on fd 3: %v\n", err)
 		return 2
 	}
-	w := &workerConn{conn: conn, pending: make(map[uint64]chan *replyMsg)}
+	w := &workerConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), pending: make(map[uint64]chan *replyMsg)}
 	if err := w.serve(); err != nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintf(os.Stderr, "stead sandbox worker: %v\n", err)
 		return 1
@@ -104,6 +105,7 @@ func harden(a workerArgs) error {
 // workerConn is the worker's side of the socket.
 type workerConn struct {
 	conn net.Conn
+	br   *bufio.Reader // over conn
 	rbuf []byte
 
 	wmu  sync.Mutex // guards conn writes and wbuf
@@ -126,7 +128,7 @@ func (w *workerConn) serve() error {
 		return err
 	}
 	var m message
-	if err := readFrame(w.conn, &w.rbuf, maxParentFrame, &m); err != nil {
+	if err := readFrame(w.br, &w.rbuf, maxParentFrame, &m); err != nil {
 		return err
 	}
 	if m.T != msgLoad || m.Load == nil {
@@ -160,7 +162,7 @@ func (w *workerConn) serve() error {
 	defer running.Wait()
 	for {
 		var m message
-		if err := readFrame(w.conn, &w.rbuf, maxParentFrame, &m); err != nil {
+		if err := readFrame(w.br, &w.rbuf, maxParentFrame, &m); err != nil {
 			return err
 		}
 		switch m.T {
