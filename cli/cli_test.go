@@ -274,6 +274,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"keys", "create", "--role", "admin"}, 2, "--role must be owner or developer"},
 		{[]string{"token", "u", "--ttl", "48h"}, 2, "--ttl must be"},
 		{[]string{"trace"}, 2, "needs RUN"},
+		{[]string{"dev", "--egress-allow", "10.1.2.3/8"}, 2, "--egress-allow: \"10.1.2.3/8\" has bits set past its /8; write the range as 10.0.0.0/8"},
 		{[]string{"approval", "apr_missing"}, 1, "approval apr_missing not found"},
 		{[]string{"approve", "apr_missing"}, 1, "approval apr_missing not found"},
 		{[]string{"run", "nosuch", "--end-user", "u"}, 1, `agent "nosuch" is not in the latest deployment`},

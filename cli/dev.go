@@ -24,6 +24,7 @@ import (
 	"stead/approvals"
 	"stead/examples/refunds"
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/store"
 )
@@ -36,6 +37,8 @@ type devOptions struct {
 	workers       int
 	logLevel      string
 	shutdown      time.Duration
+	egressAllow   string
+	egress        egress.Policy // egressAllow parsed
 }
 
 func (a *app) devCommand() *cobra.Command {
@@ -49,7 +52,12 @@ process, on a bbolt file and a bundle folder under --data.
 On first start it creates a project and an owner key, prints them once, and
 writes the CLI's config file so that the other commands work with no further
 step. --example deploys the refunds example and seeds its demo orders.
-SIGINT or SIGTERM stop it cleanly: runs in flight finish, or stay resumable.`,
+SIGINT or SIGTERM stop it cleanly: runs in flight finish, or stay resumable.
+
+Handlers' fetch and models' baseUrl reach public addresses and the ranges of
+--egress-allow: loopback by default, for local services and model servers
+(Ollama, vLLM). Other loopback, private and link-local addresses are refused
+wherever a name resolves; stead.json cannot change this.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.dev(cmd.Context(), o)
@@ -63,6 +71,8 @@ SIGINT or SIGTERM stop it cleanly: runs in flight finish, or stay resumable.`,
 	f.IntVar(&o.workers, "workers", 4, "worker pool size")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
+	f.StringVar(&o.egressAllow, "egress-allow", egress.Policy{Allow: egress.Loopback}.String(),
+		`address ranges handlers' fetch and models' baseUrl may reach besides public ones, comma-separated CIDR ("" for public only)`)
 	return cmd
 }
 
@@ -85,6 +95,11 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	if o.workers <= 0 {
 		return usagef("--workers must be at least 1 (got %d)", o.workers)
 	}
+	allow, err := egress.ParseAllow(o.egressAllow)
+	if err != nil {
+		return usagef("--egress-allow: %s", err.Error())
+	}
+	o.egress = egress.Policy{Allow: allow}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
@@ -94,7 +109,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log})
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress})
 	if err != nil {
 		return err
 	}
@@ -325,6 +340,7 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 	}
 	out := a.stdout()
 	fmt.Fprintf(out, "Stead is running at %s (data in %s)\n", baseURL, o.data)
+	fmt.Fprintln(out, egressLine(o.egress))
 	if created {
 		fmt.Fprintf(out, "\nCreated project %s. Its owner key, printed only on this first start:\n\n    %s\n\n", proj.ID, key)
 		fmt.Fprintf(out, "A copy is kept in %s so that restarts can set up the CLI again (local development only).\n", filepath.Join(o.data, ownerKeyFileName))
@@ -355,6 +371,17 @@ Next steps, in another terminal:
 	}
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	return nil
+}
+
+// egressLine says at start where fetch and model baseUrl may go.
+func egressLine(p egress.Policy) string {
+	switch allow := p.String(); allow {
+	case "":
+		return "Handlers' fetch and models' baseUrl reach public addresses only (--egress-allow is empty)."
+	case egress.Policy{Allow: egress.Loopback}.String():
+		return "Loopback (" + allow + ") is allowed for handlers' fetch and models' baseUrl, for local services and model servers; other private addresses are refused (--egress-allow changes this)."
+	}
+	return "Handlers' fetch and models' baseUrl may reach " + p.String() + " besides public addresses (--egress-allow); other private addresses are refused."
 }
 
 // tilde shortens a path under the home folder to ~/….

@@ -43,7 +43,8 @@ func TestEndToEnd(t *testing.T) {
 	srv := e.startServer(addr, data)
 
 	out := srv.out.String()
-	for _, want := range []string{"Created project prj_", "stk_", "stead run refunds --input", "stead approvals", "stead approve ID"} {
+	for _, want := range []string{"Created project prj_", "stk_", "stead run refunds --input", "stead approvals", "stead approve ID",
+		"Loopback (127.0.0.0/8,::1/128) is allowed for handlers' fetch and models' baseUrl"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stead dev output lacks %q:\n%s", want, out)
 		}

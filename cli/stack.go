@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"stead/api"
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/runtime/sandbox"
@@ -33,7 +35,16 @@ type StackConfig struct {
 	// Logger hears requests, failed executions and failed sweeps; nothing
 	// is logged when nil.
 	Logger *slog.Logger
-	// Fetch is the handlers' egress policy.
+	// Egress is the owner's allowlist for outbound requests whose
+	// destination a deployment chooses: handlers' fetch and models'
+	// baseUrl. One list for both, since the risk is one (a developer
+	// pointing the server at an internal service): its ranges are added to
+	// Fetch.Allow and are engine.ModelOptions.Egress. `stead dev` allows
+	// loopback (--egress-allow); the zero value admits public addresses
+	// only.
+	Egress egress.Policy
+	// Fetch is the rest of the handlers' fetch policy (limits; Allow adds
+	// ranges for fetch alone).
 	Fetch jsvm.FetchOptions
 	// NoSync skips fsync on store commits (tests only).
 	NoSync bool
@@ -95,7 +106,9 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Options{Fetch: cfg.Fetch, Now: cfg.Now})
+	fetch := cfg.Fetch
+	fetch.Allow = append(slices.Clone(cfg.Egress.Allow), fetch.Allow...)
+	sb, err := sandbox.New(sandbox.Options{Fetch: fetch, Now: cfg.Now})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
@@ -114,6 +127,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Now:      cfg.Now,
 		Entropy:  cfg.Entropy,
 		WorkerID: workerID(),
+		Models:   engine.ModelOptions{Egress: cfg.Egress},
 	})
 	if err != nil {
 		closeRuntimes()
