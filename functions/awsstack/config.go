@@ -3,11 +3,13 @@ package awsstack
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 )
 
 // Function names one of Stead's three Lambda functions. What a function
@@ -47,6 +49,13 @@ const (
 	// EnvS3PathStyle makes the S3 client address buckets by path ("true"):
 	// for S3 emulators on loopback, never needed on AWS.
 	EnvS3PathStyle = "STEAD_S3_PATH_STYLE"
+	// EnvEgressAllow lists the address ranges, comma-separated CIDR
+	// ("10.0.0.0/8,fd00::/8"), that handlers' fetch and models' baseUrl
+	// may reach besides public addresses: a model server or service in the
+	// runner's VPC. Empty by default: loopback, private and link-local
+	// destinations are refused. The owner's setting (a template parameter),
+	// never a deployment's.
+	EnvEgressAllow = "STEAD_EGRESS_ALLOW"
 )
 
 // Variables Lambda (and the Runtime Interface Emulator) sets, read for
@@ -74,7 +83,7 @@ const (
 func EnvVars() []string {
 	return []string{
 		EnvTable, EnvBucket, EnvBundlePrefix, EnvSpillPrefix, EnvRunnerFunction,
-		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle,
+		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle, EnvEgressAllow,
 	}
 }
 
@@ -103,6 +112,9 @@ type Config struct {
 	MaxBundleBytes int64
 	DispatchGrace  time.Duration
 	S3PathStyle    bool
+	// EgressAllow is EnvEgressAllow parsed: the ranges admitted for fetch
+	// and model requests; none by default.
+	EgressAllow []netip.Prefix
 	// WorkerID names this execution environment in run leases.
 	WorkerID string
 	// LogLevel is AWS_LAMBDA_LOG_LEVEL (set from the template's
@@ -187,6 +199,13 @@ func FromEnv(fn Function, getenv func(string) string) (Config, error) {
 			bad("%s must be true or false (got %q)", EnvS3PathStyle, v)
 		}
 		c.S3PathStyle = b
+	}
+	if v := getenv(EnvEgressAllow); strings.TrimSpace(v) != "" {
+		allow, err := egress.ParseAllow(v)
+		if err != nil {
+			bad("%s must list address ranges such as 10.0.0.0/8,fd00::/8: %s", EnvEgressAllow, err.Error())
+		}
+		c.EgressAllow = allow
 	}
 	if len(problems) > 0 {
 		return Config{}, &ConfigError{Function: fn, Problems: problems}

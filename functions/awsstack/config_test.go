@@ -3,6 +3,9 @@ package awsstack_test
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +47,7 @@ func TestFromEnv(t *testing.T) {
 		MaxBundleBytes: 1 << 20, DispatchGrace: 45 * time.Second,
 		WorkerID: "stead-ApiFunction-x1/2026/11/29/[$LATEST]abc",
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("config\n got %+v\nwant %+v", c, want)
 	}
 
@@ -56,9 +59,16 @@ func TestFromEnv(t *testing.T) {
 	}
 	if c.BundlePrefix != awsstack.DefaultBundlePrefix || c.SpillPrefix != awsstack.DefaultSpillPrefix ||
 		c.MaxBundleBytes != awsstack.DefaultMaxBundleBytes || c.DispatchGrace != awsstack.DefaultDispatchGrace ||
-		c.S3PathStyle || c.WorkerID != "runner" || c.RunnerFunction != "" {
+		c.S3PathStyle || c.WorkerID != "runner" || c.RunnerFunction != "" || c.EgressAllow != nil {
 		t.Fatalf("defaults: %+v", c)
 	}
+	// The owner's egress allowlist, parsed.
+	m[awsstack.EnvEgressAllow] = " 10.20.0.0/16, fd00::/8 "
+	c, err = awsstack.FromEnv(awsstack.RunnerFunction, env(m))
+	if want := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00::/8")}; err != nil || !slices.Equal(c.EgressAllow, want) {
+		t.Errorf("%s: %v, %v; want %v", awsstack.EnvEgressAllow, c.EgressAllow, err, want)
+	}
+	delete(m, awsstack.EnvEgressAllow)
 	// The runner ignores a runner function name: it never dispatches.
 	m[awsstack.EnvRunnerFunction] = "self"
 	if c, _ := awsstack.FromEnv(awsstack.RunnerFunction, env(m)); c.RunnerFunction != "" {
@@ -84,6 +94,8 @@ func TestFromEnvProblems(t *testing.T) {
 		{awsstack.APIFunction, map[string]string{awsstack.EnvDispatchGrace: "30"}, []string{`STEAD_DISPATCH_GRACE must be a duration such as "30s" (got "30")`}},
 		{awsstack.APIFunction, map[string]string{awsstack.EnvDispatchGrace: "10ms"}, []string{"STEAD_DISPATCH_GRACE must be between 1s and 1h"}},
 		{awsstack.APIFunction, map[string]string{awsstack.EnvS3PathStyle: "yes please"}, []string{"STEAD_S3_PATH_STYLE must be true or false"}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.0.0/8,vpc"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "vpc" is not an IP address or CIDR range`}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.5.0/16"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "10.0.5.0/16" has bits set past its /16; write the range as 10.0.0.0/16`}},
 		{"worker", nil, []string{`unknown function "worker"`}},
 	} {
 		m := base()

@@ -37,6 +37,7 @@ import (
 	"stead/api"
 	"stead/functions/apigw"
 	"stead/runtime/bundle"
+	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/runtime/sandbox"
@@ -113,7 +114,9 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	if cfg.Function != RunnerFunction {
 		dispatch = NewDispatcher(awslambda.NewFromConfig(awsCfg), cfg.RunnerFunction, log)
 	}
-	sb, err := sandbox.New(sandbox.Options{Now: o.Now})
+	// One owner allowlist for both kinds of deployment-chosen destination.
+	pol := egress.Policy{Allow: cfg.EgressAllow}
+	sb, err := sandbox.New(sandbox.Options{Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +130,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		Now:           o.Now,
 		WorkerID:      cfg.WorkerID,
 		DispatchGrace: cfg.DispatchGrace,
-		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log)},
+		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log), Egress: pol},
 	})
 	if err != nil {
 		sb.Close()
