@@ -184,7 +184,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 type e2e struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	config string
 	home   string
@@ -262,9 +262,12 @@ type server struct {
 	done chan error
 }
 
-func (e *e2e) startServer(addr, data string) *server {
+// startServer starts `stead dev --example` with a 200ms sweep interval;
+// flags are appended (a flag given again takes the later value).
+func (e *e2e) startServer(addr, data string, flags ...string) *server {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "dev", "--addr", addr, "--data", data, "--example", "--sweep-interval", "200ms", "--log-level", "warn")
+	args := append([]string{"dev", "--addr", addr, "--data", data, "--example", "--sweep-interval", "200ms", "--log-level", "warn"}, flags...)
+	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.env(nil)
 	s := &server{cmd: cmd, out: &syncBuffer{}, errb: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.errb
@@ -303,7 +306,7 @@ func (e *e2e) startServer(addr, data string) *server {
 }
 
 // stop sends SIGTERM and expects a prompt exit 0.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
