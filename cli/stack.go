@@ -68,7 +68,6 @@ type Stack struct {
 
 	cfg     StackConfig
 	log     *slog.Logger
-	runtime *jsvm.Runtime // only for the compiler's globals
 	sandbox *sandbox.Pool
 	pool    *engine.Pool
 
@@ -113,15 +112,13 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	rt := jsvm.New(jsvm.Options{})
-	closeRuntimes := func() { sb.Close(); rt.Close() }
 	pool := engine.NewPool(cfg.Workers, 0, func(runID string, err error) {
 		log.Error("execute run", "run", runID, "error", err)
 	})
 	eng, err := engine.New(engine.Config{
 		Store:    st,
 		Blobs:    blobs,
-		Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
+		Compiler: bundle.NewCompiler(bundle.Options{ListExports: sb.ListExports}),
 		Invoker:  sb,
 		Dispatch: pool,
 		Now:      cfg.Now,
@@ -130,7 +127,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Models:   engine.ModelOptions{Egress: cfg.Egress},
 	})
 	if err != nil {
-		closeRuntimes()
+		sb.Close()
 		_ = st.Close()
 		return nil, err
 	}
@@ -143,12 +140,12 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Heartbeat: cfg.Heartbeat,
 	})
 	if err != nil {
-		closeRuntimes()
+		sb.Close()
 		_ = st.Close()
 		return nil, err
 	}
 	pool.Start(eng.Execute)
-	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, runtime: rt, sandbox: sb, pool: pool}, nil
+	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, sandbox: sb, pool: pool}, nil
 }
 
 // workerID names this process in run leases.
@@ -197,7 +194,6 @@ func (s *Stack) Close(ctx context.Context) error {
 		s.sweepMu.Unlock()
 		s.pool.Stop(ctx)
 		s.sandbox.Close()
-		s.runtime.Close()
 		s.closeErr = s.Store.Close()
 	})
 	return s.closeErr

@@ -75,7 +75,6 @@ type Stack struct {
 	API *api.Server
 
 	log     *slog.Logger
-	runtime *jsvm.Runtime // only for the compiler's globals
 	sandbox *sandbox.Pool
 }
 
@@ -120,11 +119,10 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := jsvm.New(jsvm.Options{})
 	eng, err := engine.New(engine.Config{
 		Store:         st,
 		Blobs:         bundles,
-		Compiler:      bundle.NewCompiler(bundle.Options{Setup: rt.Setup, MaxSize: int(cfg.MaxBundleBytes)}),
+		Compiler:      bundle.NewCompiler(bundle.Options{ListExports: sb.ListExports, MaxSize: int(cfg.MaxBundleBytes)}),
 		Invoker:       sb,
 		Dispatch:      dispatch,
 		Now:           o.Now,
@@ -134,15 +132,13 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	})
 	if err != nil {
 		sb.Close()
-		rt.Close()
 		return nil, err
 	}
-	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, runtime: rt, sandbox: sb}
+	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, sandbox: sb}
 	if cfg.Function == APIFunction {
 		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes})
 		if err != nil {
 			sb.Close()
-			rt.Close()
 			return nil, err
 		}
 	}
@@ -175,10 +171,7 @@ func (s *Stack) Handler() lambda.Handler {
 }
 
 // Close releases the handler runtime.
-func (s *Stack) Close() {
-	s.sandbox.Close()
-	s.runtime.Close()
-}
+func (s *Stack) Close() { s.sandbox.Close() }
 
 // noDispatch is the runner's dispatcher: the engine only dispatches when a
 // run starts, is approved or is swept, none of which the runner does.

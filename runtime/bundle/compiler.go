@@ -26,6 +26,12 @@ type Options struct {
 	Setup func(vm *goja.Runtime) error
 	// EvalTimeout bounds that evaluation; 5s when zero.
 	EvalTimeout time.Duration
+	// ListExports, when set, lists a compiled bundle's exports instead of
+	// the throwaway runtime in this process (Setup is then unused): a
+	// sandbox evaluates the top level in a worker process, so that hostile
+	// top-level code cannot reach the process that compiles. It returns
+	// *Error for a bundle whose top level fails.
+	ListExports func(ctx context.Context, b *Bundle) ([]Export, error)
 }
 
 // Compiler compiles ESM bundles once per digest and caches the result.
@@ -94,10 +100,34 @@ func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte)
 	if err != nil {
 		return nil, err
 	}
-	if b.Exports, err = c.exports(ctx, b); err != nil {
+	list := c.exports
+	if c.opts.ListExports != nil {
+		list = c.opts.ListExports
+	}
+	if b.Exports, err = list(ctx, b); err != nil {
 		return nil, err
 	}
+	if len(b.Exports) == 0 {
+		return nil, errNoExports(b.Name)
+	}
+	slices.SortFunc(b.Exports, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
 	return b, nil
+}
+
+func errNoExports(file string) *Error {
+	return &Error{Code: CodeNoExports, File: file,
+		Message: "the bundle has no exports; export each tool handler by name (export async function refundOrder(input, context) {…})"}
+}
+
+// ListExports evaluates b's top level in a throwaway runtime prepared by
+// setup (nil for a bare one), within timeout, and lists its exports: what a
+// Compiler does without Options.ListExports. Errors are *Error.
+func ListExports(ctx context.Context, b *Bundle, setup func(*goja.Runtime) error, timeout time.Duration) ([]Export, error) {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	c := Compiler{opts: Options{Setup: setup, EvalTimeout: timeout}}
+	return c.exports(ctx, b)
 }
 
 // Compile compiles an ESM bundle whose exports are already known (listed by
@@ -166,8 +196,7 @@ func (c *Compiler) exports(ctx context.Context, b *Bundle) (list []Export, err e
 		list = append(list, Export{Name: k, Function: isFn})
 	}
 	if len(list) == 0 {
-		return nil, &Error{Code: CodeNoExports, File: b.Name,
-			Message: "the bundle has no exports; export each tool handler by name (export async function refundOrder(input, context) {…})"}
+		return nil, errNoExports(b.Name)
 	}
 	slices.SortFunc(list, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
 	return list, nil

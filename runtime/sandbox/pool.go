@@ -440,6 +440,55 @@ func (p *Pool) watchMemory() {
 func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
+	pr, err := p.spawn(key)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pr.load(ctx, b, p.loadLimits(), false); err != nil {
+		pr.kill(killRetired)
+		return nil, err
+	}
+	go pr.read()
+	return pr, nil
+}
+
+// listTimeout bounds listing a bundle's exports: the worker's own limit on
+// evaluating the top level (5s), and the parent's kill a little later.
+const listTimeout = 6 * time.Second
+
+// ListExports evaluates b's top level in a worker started for it alone and
+// lists its exports. Pass it as bundle.Options.ListExports, so that the
+// process that compiles bundles (at deploy, and when it loads a deployment)
+// never runs their code. A top level that fails, or kills its worker, is a
+// *bundle.Error (bundle.CodeEvaluation).
+func (p *Pool) ListExports(ctx context.Context, b *bundle.Bundle) ([]bundle.Export, error) {
+	const tenant = "\x00deploy"
+	if err := p.acquireSlot(ctx, tenant); err != nil {
+		return nil, fmt.Errorf("list the exports of %s: %w", b.Name, err)
+	}
+	defer p.releaseSlot(tenant)
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	pr, err := p.spawn("")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		pr.kill(killRetired)
+		<-pr.exited
+	}()
+	exports, err := pr.load(ctx, b, p.loadLimits(), true)
+	if je, ok := jsvm.AsError(err); ok {
+		if ctx.Err() != nil {
+			return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: fmt.Sprintf("top-level code did not finish within %s", listTimeout)}
+		}
+		return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: "top-level code crashed its sandbox worker: " + je.Message}
+	}
+	return exports, err
+}
+
+// spawn starts a worker process for key, without a bundle.
+func (p *Pool) spawn(key string) (*proc, error) {
 	fds, err := socketpair()
 	if err != nil {
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: socketpair: "+err.Error())
@@ -475,11 +524,6 @@ func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, 
 	p.live[pr] = struct{}{}
 	p.mu.Unlock()
 	go pr.wait()
-	if err := pr.load(ctx, b, p.loadLimits()); err != nil {
-		pr.kill(killRetired)
-		return nil, err
-	}
-	go pr.read()
 	return pr, nil
 }
 

@@ -113,18 +113,19 @@ func (pr *proc) wait() {
 	close(pr.exited)
 }
 
-// load waits for the worker's ready frame and hands it the bundle.
-func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error {
+// load waits for the worker's ready frame and hands it the bundle; with
+// list, the worker evaluates its top level and answers its exports.
+func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list bool) ([]bundle.Export, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = pr.conn.SetDeadline(d)
 	}
 	defer pr.conn.SetDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { _ = pr.conn.SetDeadline(time.Now()) })
 	defer stop()
-	fail := func(what string, err error) error {
+	fail := func(what string, err error) ([]bundle.Export, error) {
 		pr.kill(killProtocol)
 		<-pr.exited
-		return jsvm.NewError(jsvm.CodeSandboxCrashed, fmt.Sprintf("start a sandbox worker: %s: %v%s", what, err, pr.stderrNote()))
+		return nil, jsvm.NewError(jsvm.CodeSandboxCrashed, fmt.Sprintf("start a sandbox worker: %s: %v%s", what, err, pr.stderrNote()))
 	}
 	var m message
 	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
@@ -133,8 +134,11 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error
 	if m.T != msgReady || m.V != protocolVersion {
 		return fail("handshake", fmt.Errorf("got %q frame with protocol %d, want ready with %d", m.T, m.V, protocolVersion))
 	}
-	err := pr.send(&message{T: msgLoad, Load: &loadMsg{Name: b.Name, Source: b.Source, Exports: b.Exports, Limits: lim}})
-	if err != nil {
+	ld := &loadMsg{Name: b.Name, Source: b.Source, Exports: b.Exports, Limits: lim, List: list}
+	if list {
+		ld.Exports = nil
+	}
+	if err := pr.send(&message{T: msgLoad, Load: ld}); err != nil {
 		return fail("send the bundle", err)
 	}
 	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
@@ -144,10 +148,16 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg) error
 		return fail("load the bundle", fmt.Errorf("got %q frame", m.T))
 	}
 	if m.Error != nil {
-		return &bundle.Error{Code: m.Error.Code, File: b.Name, Message: m.Error.Message}
+		return nil, &bundle.Error{Code: m.Error.Code, File: b.Name, Message: clip(m.Error.Message, maxMessage)}
 	}
-	return nil
+	if len(m.Exports) > maxExports {
+		return fail("list the exports", fmt.Errorf("%d exports, over the limit of %d", len(m.Exports), maxExports))
+	}
+	return m.Exports, nil
 }
+
+// maxExports bounds the exports a worker may list.
+const maxExports = 10000
 
 // read handles the worker's frames until it dies or breaks the protocol.
 func (pr *proc) read() {

@@ -21,6 +21,8 @@ import (
 //	worker → parent   ready{v}                      once, at start
 //	parent → worker   load{name, source, exports}   once, before the first call
 //	worker → parent   loaded{error?}
+//	                  (or load{…, list} → loaded{exports | error}, and the
+//	                  worker is done: listing evaluates the top level)
 //	parent → worker   call{…}                       one at a time
 //	worker → parent   host{id, op, …}               broker and fetch requests
 //	parent → worker   reply{id, …}                  one per host request
@@ -88,6 +90,8 @@ type message struct {
 	Origin string    `json:"origin,omitzero"`
 	Done   *doneMsg  `json:"done,omitzero"`
 	Error  *errorMsg `json:"error,omitzero"`
+	// Exports answer a load that asked for them (loaded).
+	Exports []bundle.Export `json:"exports,omitzero"`
 }
 
 // loadMsg hands the worker its bundle. Exports are the parent's listing
@@ -97,6 +101,9 @@ type loadMsg struct {
 	Source  []byte          `json:"source"`
 	Exports []bundle.Export `json:"exports"`
 	Limits  limitsMsg       `json:"limits"`
+	// List asks the worker to evaluate the top level and list the exports
+	// (Exports is then empty) instead of serving calls.
+	List bool `json:"list,omitzero"`
 }
 
 // limitsMsg are the jsvm limits the worker applies inside the VM.

@@ -267,3 +267,41 @@ func TestConcurrentCallsUseSeparateWorkers(t *testing.T) {
 		t.Errorf("4 concurrent 200 ms calls took %s", d)
 	}
 }
+
+// A compiler whose exports are listed by the sandbox never runs a bundle's
+// top level in this process: a top level that would kill a Go process
+// fails the load as a bundle error, and a good bundle lists the same
+// exports as the in-process listing.
+func TestListExportsInAWorker(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	c := bundle.NewCompiler(bundle.Options{ListExports: p.ListExports})
+	ctx := context.Background()
+	_, err := c.Load(ctx, "handlers.mjs", []byte(`JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); export async function h() {}`))
+	be, ok := bundle.AsError(err)
+	if !ok || be.Code != bundle.CodeEvaluation || !strings.Contains(be.Message, "crashed its sandbox worker") {
+		t.Fatalf("hostile top level: %v, want a bundle evaluation error", err)
+	}
+	_, err = c.Load(ctx, "handlers.mjs", []byte(`throw new Error("nope"); export const x = 1;`))
+	if be, ok := bundle.AsError(err); !ok || be.Code != bundle.CodeEvaluation || !strings.Contains(be.Message, "nope") {
+		t.Errorf("throwing top level: %v", err)
+	}
+	_, err = c.Load(ctx, "handlers.mjs", []byte(`const x = 1;`))
+	if be, ok := bundle.AsError(err); !ok || be.Code != bundle.CodeNoExports {
+		t.Errorf("no exports: %v", err)
+	}
+	got, err := c.Load(ctx, "handlers.mjs", []byte(handlers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := load(t, handlers)
+	if fmt.Sprint(got.Exports) != fmt.Sprint(want.Exports) {
+		t.Errorf("exports %v, want %v", got.Exports, want.Exports)
+	}
+	if res, e := invoke(t, p, got, 5*time.Second, jsvm.Invocation{Export: "env"}); e != nil || string(res.Output) != `"none"` {
+		t.Errorf("calling the listed bundle: %s %v", res.Output, e)
+	}
+	if s := p.Stats(); s.Live != 1 {
+		t.Errorf("listing left workers behind: %+v", s)
+	}
+}

@@ -135,15 +135,27 @@ func (w *workerConn) serve() error {
 		return fmt.Errorf("expected a load frame, got %q", m.T)
 	}
 	ld := m.Load
-	b, err := bundle.Compile(ld.Name, ld.Source, ld.Exports)
-	if err != nil {
+	bundleError := func(err error) *errorMsg {
 		msg := &errorMsg{Code: jsvm.CodeInternal, Message: err.Error()}
 		if be, ok := bundle.AsError(err); ok {
-			msg.Code = be.Code
+			msg.Code, msg.Message = be.Code, be.Message
 		}
-		return w.send(&message{T: msgLoaded, Error: msg})
+		return msg
+	}
+	b, err := bundle.Compile(ld.Name, ld.Source, ld.Exports)
+	if err != nil {
+		return w.send(&message{T: msgLoaded, Error: bundleError(err)})
 	}
 	ld.Source = nil
+	if ld.List {
+		rt := jsvm.New(jsvm.Options{MemoryLimit: ld.Limits.MemoryLimit})
+		defer rt.Close()
+		exports, err := bundle.ListExports(context.Background(), b, rt.Setup, 0)
+		if err != nil {
+			return w.send(&message{T: msgLoaded, Error: bundleError(err)})
+		}
+		return w.send(&message{T: msgLoaded, Exports: exports})
+	}
 	rt := jsvm.New(jsvm.Options{
 		MaxIdlePerBundle: 1,
 		MaxBundles:       1,
