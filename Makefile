@@ -124,3 +124,14 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another
 		echo "== $$name ($$pkg) for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The bounded soak (cli/soak_test.go): 16 clients against a real stead dev on
+# loopback for SOAK, a third of the runs gated and approved, hostile handlers
+# mixed in; it reports runs, errors, resident memory, workers and open
+# descriptors at the start and the end, and fails on errors or growth.
+SOAK         ?= 10m
+SOAK_TIMEOUT ?= 1h
+
+.PHONY: soak
+soak: ## run the bounded soak against a real stead dev for SOAK (default 10m; SOAK=2m make soak); not part of make test
+	STEAD_SOAK=$(SOAK) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./cli/
