@@ -115,7 +115,9 @@ FUZZ_TARGETS := \
 	./strictjson:FuzzCheck \
 	./api:FuzzReadBody \
 	./runtime/agent:FuzzParse \
-	./runtime/agent:FuzzExpr
+	./runtime/agent:FuzzExpr \
+	./runtime/sandbox:FuzzReadFrame \
+	./runtime/jsvm:FuzzDecodeInput
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s), one after another

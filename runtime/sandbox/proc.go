@@ -310,6 +310,7 @@ func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time
 		return res, nil, !d.Retired
 	}
 	res.Logs, res.Untrusted = nil, c.untrusted
+	<-pr.exited // violate killed it
 	return res, pr.crashError(), false
 }
 
