@@ -27,8 +27,9 @@
 //     built-ins, and debug.SetMemoryLimit; outside, on Linux, RLIMIT_DATA
 //     (the heap the Go runtime maps counts, its PROT_NONE reservations do
 //     not, so unlike RLIMIT_AS it lets the runtime start), and the parent's
-//     watch of the worker's resident memory (/proc/PID/statm every 10 ms
-//     for calls that have run that long) with SIGKILL past
+//     watch of the resident memory of workers running a call
+//     (/proc/PID/statm every 10 ms; a call costs the watch nothing) with
+//     SIGKILL past
 //     Options.WorkerMemory → jsvm.CodeMemory. On macOS (no RLIMIT_DATA
 //     enforcement, no /proc) the watch polls ps every 250 ms. cgroup
 //     memory.max is for deployments that delegate a cgroup; this package
@@ -41,8 +42,10 @@
 //     violation — is jsvm.CodeSandboxCrashed, Retryable: the engine tries
 //     the step again a bounded number of times.
 //   - CPU: a worker runs at a lower scheduling priority than the parent
-//     (nice +5 on Linux); Options.MaxWorkers bounds the calls running at
-//     once and MaxPerTenant one tenant's share of them.
+//     (nice +5 on Linux) with GOMAXPROCS 1 (goja is single-threaded, and
+//     one P spares the machine the scheduler's cross-thread wake-ups);
+//     Options.MaxWorkers bounds the calls running at once and MaxPerTenant
+//     one tenant's share of them.
 //
 // # What a worker gets
 //
@@ -66,6 +69,15 @@
 // that needs no network of its own can later lose it entirely (a network
 // namespace or seccomp filter) without changing fetch. A round trip to the
 // parent costs tens of microseconds, nothing beside an HTTP request.
+//
+// # Reading
+//
+// The goroutine that holds a worker for a call reads its frames itself
+// (a deadline on the socket wakes it at the call's end), so a call's
+// answer reaches its caller without a hand-off between goroutines; between
+// calls nobody reads, and whatever a worker wrote meanwhile is refused by
+// the next call as a protocol violation. A worker that dies idle is reaped
+// and dropped from the pool by the goroutine waiting for its exit.
 //
 // # The protocol
 //

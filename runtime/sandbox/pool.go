@@ -144,7 +144,7 @@ type Pool struct {
 	live     map[*proc]struct{}
 	starting sync.WaitGroup
 
-	wake chan struct{} // the memory watch: a call started
+	wake chan struct{} // the memory watch: a worker started
 	done chan struct{} // closed by Close
 	bg   sync.WaitGroup
 }
@@ -252,10 +252,6 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 		}
 		return res, err
 	}
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
 	res, err, keep := pr.call(ctx, p, &inv, start)
 	if keep {
 		p.putIdle(pr)
@@ -318,6 +314,11 @@ func (p *Pool) take(ctx context.Context, key string, b *bundle.Bundle) (*proc, e
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		if pr := p.idle[i]; pr.key == key {
 			p.idle = slices.Delete(p.idle, i, i+1)
+			select {
+			case <-pr.exited: // died idle: Go on looking
+				continue
+			default:
+			}
 			p.mu.Unlock()
 			return pr, nil
 		}
@@ -396,41 +397,41 @@ func (p *Pool) reapIdle() {
 	}
 }
 
-// watchMemory reads the resident memory of busy workers every
-// memoryPollMillis while any runs, and kills those over WorkerMemory.
+// watchMemory reads, every memoryPollMillis while workers live, the
+// resident memory of those running a call, and kills those over
+// WorkerMemory. (A call costs it nothing: the watch ticks by itself.)
 func (p *Pool) watchMemory() {
 	defer p.bg.Done()
-	interval := memoryPollMillis * time.Millisecond
+	t := time.NewTicker(memoryPollMillis * time.Millisecond)
+	defer t.Stop()
 	for {
+		p.mu.Lock()
+		idle := len(p.live) == 0
+		p.mu.Unlock()
+		if idle {
+			select { // no worker: sleep until one starts
+			case <-p.done:
+				return
+			case <-p.wake:
+			}
+		}
 		select {
 		case <-p.done:
 			return
-		case <-p.wake:
+		case <-t.C:
 		}
-		for {
-			// A call is looked at once it has run for an interval: most end
-			// well within one and never cost a read of /proc.
-			select {
-			case <-p.done:
-				return
-			case <-time.After(interval):
+		p.mu.Lock()
+		var busy []*proc
+		for pr := range p.live {
+			if pr.running.Load() {
+				busy = append(busy, pr)
 			}
-			p.mu.Lock()
-			var busy []*proc
-			for pr := range p.live {
-				if pr.running.Load() {
-					busy = append(busy, pr)
-				}
-			}
-			p.mu.Unlock()
-			if len(busy) == 0 {
-				break
-			}
-			for _, pr := range busy {
-				if rss, err := residentMemory(pr.pid); err == nil && rss > p.opts.WorkerMemory {
-					pr.rss.Store(rss)
-					pr.kill(killMemory)
-				}
+		}
+		p.mu.Unlock()
+		for _, pr := range busy {
+			if rss, err := residentMemory(pr.pid); err == nil && rss > p.opts.WorkerMemory {
+				pr.rss.Store(rss)
+				pr.kill(killMemory)
 			}
 		}
 	}
@@ -448,7 +449,6 @@ func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, 
 		pr.kill(killRetired)
 		return nil, err
 	}
-	go pr.read()
 	return pr, nil
 }
 
@@ -519,10 +519,14 @@ func (p *Pool) spawn(key string) (*proc, error) {
 	}
 	_ = childFile.Close()
 	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, br: bufio.NewReaderSize(conn, 64<<10), stderr: tail,
-		dead: make(chan struct{}), exited: make(chan struct{})}
+		exited: make(chan struct{})}
 	p.mu.Lock()
 	p.live[pr] = struct{}{}
 	p.mu.Unlock()
+	select { // the memory watch
+	case p.wake <- struct{}{}:
+	default:
+	}
 	go pr.wait()
 	return pr, nil
 }

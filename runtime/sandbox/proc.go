@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -45,7 +46,7 @@ type proc struct {
 	conn   net.Conn
 	stderr *tailBuffer
 
-	br   *bufio.Reader // the reader's, over conn
+	br   *bufio.Reader // over conn; read by the goroutine holding the worker
 	rbuf []byte
 	wmu  sync.Mutex
 	wbuf []byte
@@ -61,7 +62,6 @@ type proc struct {
 	violation string
 	killOnce  sync.Once
 
-	dead   chan struct{} // closed when the reader stopped
 	exited chan struct{} // closed when the process was reaped
 }
 
@@ -69,7 +69,6 @@ type proc struct {
 type pcall struct {
 	inv       *jsvm.Invocation
 	ctx       context.Context // host work; cancelled when the call ends
-	done      chan *doneMsg
 	untrusted []string
 	hostCalls int
 	inFlight  int
@@ -159,33 +158,32 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 // maxExports bounds the exports a worker may list.
 const maxExports = 10000
 
-// read handles the worker's frames until it dies or breaks the protocol.
-func (pr *proc) read() {
-	defer close(pr.dead)
+// next reads the worker's frames of call c until its done frame, which it
+// returns. It returns nil when the worker died or broke the protocol (it is
+// then killed), and errTimedOut when the read deadline passed. The caller's
+// goroutine reads: no goroutine hands frames over between calls, and a
+// worker's frames between calls wait for the next call (which refuses them).
+func (pr *proc) next(c *pcall) (*doneMsg, error) {
 	for {
 		var m message
 		if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
-			if errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame") {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return nil, errTimedOut
+			case errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame"):
 				pr.violate("%v", err)
 			}
-			return
-		}
-		pr.mu.Lock()
-		c := pr.cur
-		pr.mu.Unlock()
-		if c == nil || c.ended {
-			pr.violate("a %q frame while no call runs", m.T)
-			return
+			return nil, nil
 		}
 		switch m.T {
 		case msgHost:
 			if m.Host == nil || !pr.startHost(c, m.ID, m.Host) {
-				return
+				return nil, nil
 			}
 		case msgUntrusted:
 			if m.Origin == "" || len(m.Origin) > maxOrigin {
 				pr.violate("an untrusted mark of %d bytes", len(m.Origin))
-				return
+				return nil, nil
 			}
 			pr.mu.Lock()
 			if len(c.untrusted) < maxUntrusted && !slices.Contains(c.untrusted, m.Origin) {
@@ -195,18 +193,17 @@ func (pr *proc) read() {
 		case msgDone:
 			if m.Done == nil {
 				pr.violate("a done frame without a result")
-				return
+				return nil, nil
 			}
-			pr.mu.Lock()
-			c.ended = true
-			pr.mu.Unlock()
-			c.done <- m.Done
+			return m.Done, nil
 		default:
 			pr.violate("an unexpected %q frame", m.T)
-			return
+			return nil, nil
 		}
 	}
 }
+
+var errTimedOut = errors.New("read deadline passed")
 
 const (
 	maxUntrusted = 100
@@ -217,7 +214,7 @@ const (
 // may serve another call.
 func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start time.Time) (res jsvm.Result, err error, keep bool) {
 	hostCtx, cancelHost := context.WithCancel(ctx)
-	c := &pcall{inv: inv, ctx: hostCtx, done: make(chan *doneMsg, 1)}
+	c := &pcall{inv: inv, ctx: hostCtx}
 	pr.mu.Lock()
 	pr.cur = c
 	pr.mu.Unlock()
@@ -248,28 +245,33 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 		pr.kill(killProtocol)
 		return pr.died(ctx, c, red, start)
 	}
-	select {
-	case d := <-c.done:
-		return pr.finish(c, d, red, start)
-	case <-pr.dead:
+	// The end of ctx wakes the read; a deadline the worker sees by itself,
+	// a cancellation it is told. Then it has Grace to answer.
+	stop := context.AfterFunc(ctx, func() { _ = pr.conn.SetReadDeadline(time.Now()) })
+	defer func() {
+		if !stop() {
+			_ = pr.conn.SetReadDeadline(time.Time{})
+		}
+	}()
+	d, err := pr.next(c)
+	if errors.Is(err, errTimedOut) {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			_ = pr.send(&message{T: msgCancel})
+		}
+		_ = pr.conn.SetReadDeadline(time.Now().Add(p.opts.Grace))
+		if d, err = pr.next(c); errors.Is(err, errTimedOut) {
+			pr.kill(killTimeout)
+		}
+		if d != nil {
+			res, err, _ = pr.finish(c, d, red, start)
+			return res, err, false // interrupted: the VM is spent
+		}
 		return pr.died(ctx, c, red, start)
-	case <-ctx.Done():
 	}
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// A cancellation; a deadline the worker sees by itself.
-		_ = pr.send(&message{T: msgCancel})
+	if d == nil {
+		return pr.died(ctx, c, red, start)
 	}
-	grace := time.NewTimer(p.opts.Grace)
-	defer grace.Stop()
-	select {
-	case d := <-c.done:
-		res, err, _ = pr.finish(c, d, red, start)
-		return res, err, false // interrupted: the VM is spent
-	case <-pr.dead:
-	case <-grace.C:
-		pr.kill(killTimeout)
-	}
-	return pr.died(ctx, c, red, start)
+	return pr.finish(c, d, red, start)
 }
 
 // finish turns the worker's done frame into the call's result.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -93,6 +94,7 @@ func serveWorker(args []string) int {
 
 // harden applies the worker's own limits before it reads anything.
 func harden(a workerArgs) error {
+	runtime.GOMAXPROCS(1)
 	if a.maxStack > 0 {
 		debug.SetMaxStack(a.maxStack)
 	}
