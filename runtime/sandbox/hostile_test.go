@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,21 @@ func TestHostileHandlers(t *testing.T) {
 	if e != nil || string(res.Output) != `"ok"` {
 		t.Errorf("a normal call afterwards: %s %v", res.Output, e)
 	}
+	// The parent's own memory never held what the hostile calls grew.
+	rss, err := sandbox.ResidentMemory(os.Getpid())
+	if err != nil {
+		t.Skip(err)
+	}
+	if rss > parentBudget {
+		t.Errorf("the parent's resident memory is %d MiB after the hostile calls, over its %d MiB budget", rss>>20, parentBudget>>20)
+	}
+	t.Logf("parent resident memory after the hostile calls: %d MiB", rss>>20)
 }
+
+// parentBudget is the resident memory the parent process (here, the test
+// binary; in production the server) stays under while its workers run
+// hostile calls: the README's figure.
+const parentBudget = 256 << 20
 
 // Well-behaved calls in other workers finish on time while hostile calls
 // burn the CPU in theirs.
