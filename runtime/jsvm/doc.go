@@ -2,6 +2,12 @@
 // bundle) in a hardened goja VM, and returns its JSON result with the logs,
 // costs and trust marks it recorded.
 //
+// Stead runs it inside sandbox worker processes (package sandbox), one
+// invocation per process at a time: goja's native code can overflow the Go
+// stack or ignore interrupts, which no in-process limit contains, so the
+// limits below are the first line and the sandbox's process boundary the
+// guarantee. A worker's fetch goes to its parent through Options.Fetcher.
+//
 // # Contract
 //
 // A handler is a named export `export async function name(input, context)`;
@@ -158,9 +164,9 @@
 //     setInterval, AbortController or fetch signals, Request/Response/
 //     Blob/FormData constructors, streams, cookies, or non-utf-8
 //     TextDecoder; goja's own gaps are listed in shared/notes/goja.md.
-//   - The heap is the process's: concurrent invocations share the
-//     watchdog's signal, and a breach interrupts each one that grew past
-//     its baseline. Native built-ins not size-checked (Array.prototype.join
+//   - The heap is the process's: concurrent invocations (in-process use;
+//     a sandbox worker runs one) share the watchdog's signal, and a breach
+//     interrupts each one that grew past its baseline. Native built-ins not size-checked (Array.prototype.join
 //     or concat, spreading a huge sparse array, Function.prototype.apply
 //     with a huge array-like, replaceAll expansions) can still allocate past
 //     the limit before the watchdog stops them: keep debug.SetMemoryLimit
