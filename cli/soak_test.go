@@ -31,7 +31,8 @@ var soakHostile = []struct{ agent, code string }{
 // 16 clients start runs against a real `stead dev` on loopback — a third
 // gated and approved through the API, one cycling through hostile handlers
 // whose runs must fail with the sandbox's codes, the rest ungated. Warm-up
-// is the same mix for a tenth of the time (15s to 1m). Both before and
+// is the same mix for a fifth of the time (1m to 2m: the server's heap
+// takes some 20,000 runs to reach its steady size). Both before and
 // after the soak the load stops, 64 ungated runs settle the workers, and
 // the test reads the server's and its workers' resident memory, the live
 // workers and the server's open descriptors. It fails on any error but
@@ -51,12 +52,32 @@ func TestSoak(t *testing.T) {
 	d := startDev(t, true, "--sweep-interval", "5s") // stead dev's default
 	d.deploy(t)
 
-	warm := min(max(dur/10, 15*time.Second), time.Minute)
+	warm := min(max(dur/5, time.Minute), 2*time.Minute)
 	if s := d.soak(warm); s.errors > 0 {
 		t.Fatalf("warm-up: %d errors; first: %s", s.errors, strings.Join(s.first, "\n"))
 	}
 	before := d.snapshot(t)
+	var anon []string // the server's anonymous memory every 30s, under load
+	sampled := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, a, err := memory(d.pid); err == nil {
+					anon = append(anon, mib(a))
+				}
+			}
+		}
+	}()
 	s := d.soak(dur)
+	close(stop)
+	<-sampled
 	after := d.snapshot(t)
 
 	t.Logf("soak of %s: %d runs completed (%d ungated, %d gated and approved, %d hostile failed as expected), %.0f runs/s",
@@ -73,6 +94,7 @@ func TestSoak(t *testing.T) {
 			m.name, mib(m.snap.serverRSS), mib(m.snap.serverAnon), m.snap.fds, len(m.snap.workers),
 			mib(m.snap.workersRSS), mib(m.snap.workerMean()), m.snap.zombies)
 	}
+	t.Logf("the server's anonymous memory every 30s under load: %s", strings.Join(anon, ", "))
 	if lines := strings.Count(d.errb.String(), "\n"); lines > 0 {
 		t.Logf("the server logged %d lines at warn level or above; the last ones:\n%s", lines, lastLines(d.errb.String(), 5))
 	}
