@@ -460,9 +460,9 @@ func fieldPath(ptr jsontext.Pointer, kinds []jsontext.Kind) string {
 		switch {
 		case k == '[':
 			b.WriteString("[" + tok + "]")
-		case isPlainName(tok) && b.Len() == 0:
+		case IsPlainName(tok) && b.Len() == 0:
 			b.WriteString(tok)
-		case isPlainName(tok):
+		case IsPlainName(tok):
 			b.WriteString("." + tok)
 		default:
 			b.WriteString("[" + strconv.Quote(tok) + "]")
@@ -471,9 +471,10 @@ func fieldPath(ptr jsontext.Pointer, kinds []jsontext.Kind) string {
 	return b.String()
 }
 
-// isPlainName reports whether a name can be written after a dot: letters,
-// digits, "_" and "$", not starting with a digit.
-func isPlainName(s string) bool {
+// IsPlainName reports whether a member name can be written after a dot in
+// a path (items.id rather than items["a b"]): letters, digits, "_" and "$",
+// not starting with a digit.
+func IsPlainName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -195,30 +195,13 @@ func fieldPath(v any, loc []string) string {
 			cur = nil
 		}
 		switch {
-		case isPlainKey(tok) && b.Len() == 0:
+		case strictjson.IsPlainName(tok) && b.Len() == 0:
 			b.WriteString(tok)
-		case isPlainKey(tok):
+		case strictjson.IsPlainName(tok):
 			b.WriteString("." + tok)
 		default:
 			b.WriteString("[" + strconv.Quote(tok) + "]")
 		}
 	}
 	return b.String()
-}
-
-// isPlainKey reports whether a key can be written after a dot: letters,
-// digits, "_" and "$", not starting with a digit.
-func isPlainKey(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
