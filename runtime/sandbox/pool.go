@@ -93,31 +93,18 @@ func (o *Options) defaults() error {
 	if o.MaxPerTenant <= 0 {
 		o.MaxPerTenant = max(1, o.MaxWorkers/2)
 	}
-	set := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	set(&o.MaxIdlePerBundle, DefaultMaxIdlePerBundle)
-	set(&o.MaxIdle, DefaultMaxIdle)
-	set(&o.MaxCalls, DefaultMaxCalls)
-	set(&o.MaxStack, DefaultMaxStack)
-	set(&o.MaxResultSize, jsvm.DefaultMaxResultSize)
-	set(&o.MaxInputSize, jsvm.DefaultMaxInputSize)
-	set(&o.MaxLogLines, jsvm.DefaultMaxLogLines)
-	set(&o.MaxLogBytes, jsvm.DefaultMaxLogBytes)
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
-	if o.Grace <= 0 {
-		o.Grace = DefaultGrace
-	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
-	if o.MemoryLimit <= 0 {
-		o.MemoryLimit = jsvm.DefaultMemoryLimit
-	}
+	orDefault(&o.MaxIdlePerBundle, DefaultMaxIdlePerBundle)
+	orDefault(&o.MaxIdle, DefaultMaxIdle)
+	orDefault(&o.MaxCalls, DefaultMaxCalls)
+	orDefault(&o.MaxStack, DefaultMaxStack)
+	orDefault(&o.MaxResultSize, jsvm.DefaultMaxResultSize)
+	orDefault(&o.MaxInputSize, jsvm.DefaultMaxInputSize)
+	orDefault(&o.MaxLogLines, jsvm.DefaultMaxLogLines)
+	orDefault(&o.MaxLogBytes, jsvm.DefaultMaxLogBytes)
+	orDefault(&o.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&o.Grace, DefaultGrace)
+	orDefault(&o.StartTimeout, DefaultStartTimeout)
+	orDefault(&o.MemoryLimit, jsvm.DefaultMemoryLimit)
 	if o.WorkerMemory <= 0 {
 		o.WorkerMemory = o.MemoryLimit + DefaultWorkerMemoryOver
 	}
@@ -125,6 +112,13 @@ func (o *Options) defaults() error {
 		o.Now = time.Now
 	}
 	return nil
+}
+
+// orDefault sets *v to d when it is zero or negative.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Pool runs handler calls in sandbox worker processes: warm workers per
