@@ -235,6 +235,9 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 			bundle.FormatSize(int64(len(inv.Input))), bundle.FormatSize(int64(p.opts.MaxInputSize))))
 	}
 	if err := p.acquireSlot(ctx, inv.Tenant); err != nil {
+		if ctx.Err() == nil {
+			return res, jsvm.NewError(jsvm.CodeCanceled, "the sandbox pool is closed")
+		}
 		return res, p.contextError(ctx, start, "while waiting for a free sandbox worker")
 	}
 	defer p.releaseSlot(inv.Tenant)

@@ -23,6 +23,7 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/jsvm"
 	"stead/store"
+	"stead/strictjson"
 )
 
 // Why the parent killed a worker.
@@ -247,11 +248,19 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 	}
 	// The end of ctx wakes the read; a deadline the worker sees by itself,
 	// a cancellation it is told. Then it has Grace to answer.
-	stop := context.AfterFunc(ctx, func() { _ = pr.conn.SetReadDeadline(time.Now()) })
-	defer func() {
-		if !stop() {
-			_ = pr.conn.SetReadDeadline(time.Time{})
+	stop := context.AfterFunc(ctx, func() {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		if !c.ended { // never once the call is over: the next call's reads
+			_ = pr.conn.SetReadDeadline(time.Now())
 		}
+	})
+	defer func() {
+		stop()
+		pr.mu.Lock()
+		c.ended = true
+		pr.mu.Unlock()
+		_ = pr.conn.SetReadDeadline(time.Time{})
 	}()
 	d, err := pr.next(c)
 	if errors.Is(err, errTimedOut) {
@@ -492,8 +501,8 @@ func (p *Pool) serveHost(ctx context.Context, inv *jsvm.Invocation, h *hostMsg) 
 		}
 		return &replyMsg{Value: jsontext.Value(v), Found: found}
 	case opPut:
-		if len(h.Value) == 0 {
-			return fail(errors.New("the value is not JSON"))
+		if err := strictjson.Check(h.Value); err != nil {
+			return fail(fmt.Errorf("the value is refused: %w", err))
 		}
 		return fail(br.Put(ctx, h.Collection, h.Key, []byte(h.Value)))
 	case opDelete:

@@ -83,6 +83,10 @@ export async function broker(input, context) {
   try { await context.broker.get("", "a"); } catch (e) { bad = e.message; }
   return { got, missing: missing === undefined, list, existed, bad };
 }
+export async function deepPut(input, context) {
+  let v = []; for (let i = 0; i < 100; i++) v = [v];
+  try { await context.broker.put("notes", "deep", v); return "stored"; } catch (e) { return e.message; }
+}
 export async function untrusted(input, context) {
   context.markUntrusted("web:" + input.site);
   if (input.crash) { JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); }
@@ -144,6 +148,14 @@ func TestBrokerAndErrorsCrossTheBoundary(t *testing.T) {
 	want := `{"got":{"n":1,"s":"x"},"missing":true,"list":[{"key":"a","value":{"n":1,"s":"x"}}],"existed":true,"bad":"context.broker.get: collection must be a non-empty string, got a string"}`
 	if string(res.Output) != want {
 		t.Errorf("output %s\nwant   %s", res.Output, want)
+	}
+	br := &jsvm.MemoryBroker{}
+	res, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "deepPut", Broker: br})
+	if e != nil || !strings.Contains(string(res.Output), "context.broker.put failed: the value is refused") || !strings.Contains(string(res.Output), "deep") {
+		t.Errorf("a value nested 100 deep: %s %v, want the put refused", res.Output, e)
+	}
+	if _, found, _ := br.Get(context.Background(), "notes", "deep"); found {
+		t.Error("the refused value was stored")
 	}
 	_, e = invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "throws"})
 	if e == nil || e.Code != jsvm.CodeHandlerError || e.Name != "TypeError" || e.Message != "bad thing" || !strings.Contains(e.Stack, "handlers.mjs:") {
