@@ -193,18 +193,24 @@ var strict = json.JoinOptions(json.RejectUnknownMembers(true))
 // errFrameTooLarge is a frame over the reader's limit.
 var errFrameTooLarge = errors.New("frame too large")
 
-// writeFrame writes m as one frame to w, using buf's storage.
+// writeFrame writes m as one frame to w, encoding into buf's storage.
 func writeFrame(w io.Writer, buf *[]byte, m *message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
+	a := appender(append((*buf)[:0], 0, 0, 0, 0))
+	if err := json.MarshalWrite(&a, m); err != nil {
 		return fmt.Errorf("encode %s frame: %w", m.T, err)
 	}
-	frame := append((*buf)[:0], 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(frame, uint32(len(b)))
-	frame = append(frame, b...)
-	*buf = frame
-	_, err = w.Write(frame)
+	binary.BigEndian.PutUint32(a, uint32(len(a)-4))
+	*buf = a
+	_, err := w.Write(a)
 	return err
+}
+
+// appender is an io.Writer that appends to itself.
+type appender []byte
+
+func (a *appender) Write(p []byte) (int, error) {
+	*a = append(*a, p...)
+	return len(p), nil
 }
 
 // readFrame reads one frame of at most limit bytes into buf's storage and
