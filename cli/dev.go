@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"stead/runtime/sandbox"
 	"strings"
 	"syscall"
 	"time"
@@ -68,7 +69,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.StringVar(&o.data, "data", ".stead", "data folder (store, bundles, project)")
 	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
-	f.IntVar(&o.workers, "workers", 4, "worker pool size")
+	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
 	f.StringVar(&o.egressAllow, "egress-allow", egress.Policy{Allow: egress.Loopback}.String(),
@@ -89,6 +90,9 @@ const (
 )
 
 func (a *app) dev(ctx context.Context, o devOptions) error {
+	if !sandbox.Supported {
+		return errors.New("stead dev runs handlers in sandbox worker processes, which need Linux or macOS: on Windows, run it inside WSL; the client commands (deploy, run, approvals, approve, …) work here")
+	}
 	if o.sweepInterval <= 0 {
 		return usagef("--sweep-interval must be longer than 0 (got %s)", o.sweepInterval)
 	}
