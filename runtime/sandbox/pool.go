@@ -19,7 +19,6 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultMaxIdlePerBundle = 2
 	DefaultMaxIdle          = 16
 	DefaultIdleTimeout      = 10 * time.Minute
 	DefaultMaxCalls         = 10000
@@ -44,7 +43,8 @@ type Options struct {
 	MaxWorkers   int
 	MaxPerTenant int
 	// MaxIdlePerBundle and MaxIdle bound the warm workers kept per (tenant,
-	// bundle) and in all; the one idle longest goes first. A worker idle
+	// bundle) — MaxPerTenant when zero — and in all; the one idle longest
+	// goes first. A worker idle
 	// for IdleTimeout is stopped; one that served MaxCalls calls is
 	// replaced.
 	MaxIdlePerBundle int
@@ -93,7 +93,9 @@ func (o *Options) defaults() error {
 	if o.MaxPerTenant <= 0 {
 		o.MaxPerTenant = max(1, o.MaxWorkers/2)
 	}
-	orDefault(&o.MaxIdlePerBundle, DefaultMaxIdlePerBundle)
+	// Keep as many warm as a tenant may run at once, so that a burst of
+	// its calls never ends by killing workers the next burst starts again.
+	orDefault(&o.MaxIdlePerBundle, o.MaxPerTenant)
 	orDefault(&o.MaxIdle, DefaultMaxIdle)
 	orDefault(&o.MaxCalls, DefaultMaxCalls)
 	orDefault(&o.MaxStack, DefaultMaxStack)
