@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +41,10 @@ func benchInvocation() jsvm.Invocation {
 // BenchmarkInvokeWarm is a trivial async handler with the full context
 // (broker, token, ids, secrets) through the sandbox: a warm worker, one
 // call frame out and one done frame back. It reports the median of batches
-// as ns/median beside ns/op; jsvm's BenchmarkGojaBare is the in-process
-// floor.
+// as ns/median beside ns/op, and the CPU one call costs the worker and
+// the parent; jsvm's BenchmarkGojaBare is the in-process floor.
 func BenchmarkInvokeWarm(b *testing.B) {
-	p := newPool(b, sandbox.Options{})
+	p := newPool(b, sandbox.Options{MaxCalls: 1 << 30}) // one worker throughout: its CPU is read from /proc
 	bn := load(b, benchSource)
 	inv := benchInvocation()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
@@ -50,6 +53,10 @@ func BenchmarkInvokeWarm(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	pid := p.Stats().PIDs[0]
+	workerBefore, errW := processCPU(pid)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	var batches []float64
 	n := 0
 	start := time.Now()
@@ -66,6 +73,34 @@ func BenchmarkInvokeWarm(b *testing.B) {
 		slices.Sort(batches)
 		b.ReportMetric(batches[len(batches)/2], "ns/median")
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	workerAfter, err := processCPU(pid)
+	if err == nil && errW == nil && n > 0 {
+		b.ReportMetric(float64((workerAfter-workerBefore).Nanoseconds())/float64(n), "worker-cpu-ns/op")
+		parent := time.Duration(syscall.TimevalToNsec(ru1.Utime) + syscall.TimevalToNsec(ru1.Stime) -
+			syscall.TimevalToNsec(ru0.Utime) - syscall.TimevalToNsec(ru0.Stime))
+		b.ReportMetric(float64(parent.Nanoseconds())/float64(n), "parent-cpu-ns/op")
+	}
+}
+
+// processCPU returns the user and system CPU time of a process, from
+// /proc/PID/stat (in clock ticks of 10 ms).
+func processCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // BenchmarkWorkerStart is a fresh worker made ready for a ~250 KiB bundle
