@@ -19,12 +19,12 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultMaxIdle          = 16
-	DefaultIdleTimeout      = 10 * time.Minute
-	DefaultMaxCalls         = 10000
-	DefaultGrace            = 300 * time.Millisecond
-	DefaultStartTimeout     = 10 * time.Second
-	DefaultMaxStack         = 64 << 20
+	DefaultMaxIdle      = 16
+	DefaultIdleTimeout  = 10 * time.Minute
+	DefaultMaxCalls     = 10000
+	DefaultGrace        = 300 * time.Millisecond
+	DefaultStartTimeout = 10 * time.Second
+	DefaultMaxStack     = 64 << 20
 	// DefaultWorkerMemoryOver is how much resident memory a worker may have
 	// beyond Options.MemoryLimit (the Go runtime, the VM, the bundle).
 	DefaultWorkerMemoryOver = 256 << 20
