@@ -26,11 +26,13 @@ type Options struct {
 	Setup func(vm *goja.Runtime) error
 	// EvalTimeout bounds that evaluation; 5s when zero.
 	EvalTimeout time.Duration
-	// ListExports, when set, lists a compiled bundle's exports instead of
-	// the throwaway runtime in this process (Setup is then unused): a
-	// sandbox evaluates the top level in a worker process, so that hostile
-	// top-level code cannot reach the process that compiles. It returns
-	// *Error for a bundle whose top level fails.
+	// ListExports, when set, converts, compiles and evaluates a bundle in
+	// another process and lists its exports (a sandbox's worker), so that
+	// nothing of a hostile bundle runs — or is parsed — in this one; Setup
+	// is then unused, and the Bundles returned have Name, Digest, Source
+	// and Exports but no Program (only such a process can run them). It
+	// returns *Error for a bad bundle, and another error for a failure that
+	// is not the bundle's (which the Compiler does not cache).
 	ListExports func(ctx context.Context, b *Bundle) ([]Export, error)
 }
 
@@ -95,16 +97,17 @@ func (c *Compiler) Load(ctx context.Context, name string, esm []byte) (*Bundle, 
 // is ever read from disk.
 const sourceMapURL = "stead-bundle.js.map"
 
-func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte) (*Bundle, error) {
-	b, err := build(name, digest, esm)
-	if err != nil {
-		return nil, err
-	}
-	list := c.exports
+func (c *Compiler) compile(ctx context.Context, name, digest string, esm []byte) (b *Bundle, err error) {
 	if c.opts.ListExports != nil {
-		list = c.opts.ListExports
+		// Converted, compiled and evaluated elsewhere: this process only
+		// hashes the bytes (esbuild's and goja's parsers recurse natively,
+		// and a deeply nested bundle would overflow this process's stack).
+		b = &Bundle{Name: name, Digest: digest, Source: esm}
+		b.Exports, err = c.opts.ListExports(ctx, b)
+	} else if b, err = build(name, digest, esm); err == nil {
+		b.Exports, err = c.exports(ctx, b)
 	}
-	if b.Exports, err = list(ctx, b); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if len(b.Exports) == 0 {

@@ -421,7 +421,9 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		if err := x.commit(ctx, next, nil, nil); err != nil {
 			return hc, err
 		}
-		return x.invoke(ctx, s, callID, tool, inputJSON, key, names, extra)
+		retry, err := x.invoke(ctx, s, callID, tool, inputJSON, key, names, extra)
+		retry.untrusted = retry.untrusted || hc.untrusted // a mark the crashed attempt made still holds
+		return retry, err
 	}
 	if je, ok := jsvm.AsError(err); ok && je.Retryable {
 		// Not necessarily this handler's doing: try the step again (up to

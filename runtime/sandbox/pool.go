@@ -328,12 +328,39 @@ func (p *Pool) take(ctx context.Context, key string, b *bundle.Bundle) (*proc, e
 	}
 	p.starting.Add(1)
 	p.mu.Unlock()
-	defer p.starting.Done()
-	return p.start(ctx, key, b)
+	// A worker starts within StartTimeout, whatever the call's deadline: a
+	// call that ends first leaves it warm for the next one, so a bundle
+	// slow to load (5 MiB, a short timeoutMs) still gets a warm worker.
+	started := make(chan startResult, 1)
+	go func() {
+		defer p.starting.Done()
+		pr, err := p.start(key, b)
+		started <- startResult{pr, err}
+	}()
+	select {
+	case r := <-started:
+		return r.pr, asCallError(r.err)
+	case <-ctx.Done():
+		go func() {
+			if r := <-started; r.err == nil {
+				p.putIdle(r.pr)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+type startResult struct {
+	pr  *proc
+	err error
 }
 
 // putIdle keeps a worker warm, within the idle bounds.
 func (p *Pool) putIdle(pr *proc) {
+	if !pr.healthy() {
+		pr.kill(killRetired)
+		return
+	}
 	p.mu.Lock()
 	if p.closed || pr.calls >= p.opts.MaxCalls {
 		p.mu.Unlock()
@@ -436,9 +463,9 @@ func (p *Pool) watchMemory() {
 	}
 }
 
-// start starts a worker for key and loads b into it.
-func (p *Pool) start(ctx context.Context, key string, b *bundle.Bundle) (*proc, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+// start starts a worker for key and loads b into it, within StartTimeout.
+func (p *Pool) start(key string, b *bundle.Bundle) (*proc, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.StartTimeout)
 	defer cancel()
 	pr, err := p.spawn(key)
 	if err != nil {
@@ -466,28 +493,45 @@ func (p *Pool) ListExports(ctx context.Context, b *bundle.Bundle) ([]bundle.Expo
 		return nil, fmt.Errorf("list the exports of %s: %w", b.Name, err)
 	}
 	defer p.releaseSlot(tenant)
-	ctx, cancel := context.WithTimeout(ctx, listTimeout)
-	defer cancel()
 	pr, err := p.spawn("")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the exports of %s: %w", b.Name, err)
 	}
 	defer func() {
 		pr.kill(killRetired)
 		<-pr.exited
 	}()
-	exports, err := pr.load(ctx, b, p.loadLimits(), true)
-	if je, ok := jsvm.AsError(err); ok {
-		if ctx.Err() != nil {
-			return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: fmt.Sprintf("top-level code did not finish within %s", listTimeout)}
+	pr.running.Store(true) // under the memory watch while it evaluates
+	lctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	defer cancel()
+	exports, err := pr.load(lctx, b, p.loadLimits(), true)
+	var se *startError
+	switch {
+	case err == nil, !errors.As(err, &se):
+		return exports, err // listed, or the worker's own *bundle.Error
+	case se.fatal != "" || pr.reason() == killMemory:
+		// It died of the bundle: converting, compiling or evaluating it
+		// overflowed the stack or took the memory. That will not change.
+		why := se.fatal
+		if why == "" {
+			why = fmt.Sprintf("it went over %s of memory", bundle.FormatSize(p.opts.WorkerMemory))
 		}
-		return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: "top-level code crashed its sandbox worker: " + je.Message}
+		return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: "loading the bundle killed its sandbox worker: " + why}
+	case lctx.Err() != nil:
+		return nil, &bundle.Error{Code: bundle.CodeEvaluation, File: b.Name, Message: fmt.Sprintf(
+			"loading the bundle (converting, compiling and running its top level) did not finish within %s", listTimeout)}
 	}
-	return exports, err
+	return nil, fmt.Errorf("list the exports of %s: %w", b.Name, err) // transient: not the bundle's fault
 }
 
 // spawn starts a worker process for key, without a bundle.
 func (p *Pool) spawn(key string) (*proc, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, errors.New("the sandbox pool is closed")
+	}
 	fds, err := socketpair()
 	if err != nil {
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: socketpair: "+err.Error())
@@ -520,6 +564,13 @@ func (p *Pool) spawn(key string) (*proc, error) {
 	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, br: bufio.NewReaderSize(conn, 64<<10), stderr: tail,
 		exited: make(chan struct{})}
 	p.mu.Lock()
+	if p.closed { // Close ran since the check above: it will not see this one
+		p.mu.Unlock()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = conn.Close()
+		return nil, errors.New("the sandbox pool is closed")
+	}
 	p.live[pr] = struct{}{}
 	p.mu.Unlock()
 	select { // the memory watch
@@ -533,9 +584,16 @@ func (p *Pool) spawn(key string) (*proc, error) {
 func (p *Pool) loadLimits() limitsMsg {
 	return limitsMsg{
 		MemoryLimit: p.opts.MemoryLimit, MaxResultSize: p.opts.MaxResultSize, MaxInputSize: p.opts.MaxInputSize,
-		MaxLogLines: p.opts.MaxLogLines, MaxLogBytes: p.opts.MaxLogBytes,
+		// The worker keeps more log text than the call may record: the parent
+		// redacts the secrets (which the worker never sees) and then cuts,
+		// so no secret is cut in two where redaction cannot find it.
+		MaxLogLines: p.opts.MaxLogLines, MaxLogBytes: 2*p.opts.MaxLogBytes + logSlack,
 	}
 }
+
+// logSlack is the room beyond twice the log budget a worker keeps: a
+// secret up to this long straddling the parent's cut is still whole.
+const logSlack = 64 << 10
 
 // forget drops an exited worker from the pool.
 func (p *Pool) forget(pr *proc) {

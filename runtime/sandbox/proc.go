@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -57,9 +56,9 @@ type proc struct {
 	running   atomic.Bool
 	rss       atomic.Int64 // resident memory that got it killed
 
-	mu        sync.Mutex // guards cur, reason, violation
+	mu        sync.Mutex // guards cur, why, violation
 	cur       *pcall
-	reason    killReason
+	why       killReason
 	violation string
 	killOnce  sync.Once
 
@@ -70,24 +69,45 @@ type proc struct {
 type pcall struct {
 	inv       *jsvm.Invocation
 	ctx       context.Context // host work; cancelled when the call ends
+	seq       uint64          // the call's number on its worker, in every frame of it
+	writeBy   time.Time       // writes to the worker for this call end by then
 	untrusted []string
 	hostCalls int
 	inFlight  int
+	fetches   int
 	ended     bool
 	host      sync.WaitGroup
 }
 
-func (pr *proc) send(m *message) error {
+// send writes one frame, within writeTimeout: a worker that stops reading
+// cannot hold the parent (the caller kills it on an error).
+func (pr *proc) send(m *message) error { return pr.sendBy(m, time.Now().Add(writeTimeout)) }
+
+// sendBy is send with the write's own deadline.
+func (pr *proc) sendBy(m *message, deadline time.Time) error {
 	pr.wmu.Lock()
 	defer pr.wmu.Unlock()
-	return writeFrame(pr.conn, &pr.wbuf, m)
+	_ = pr.conn.SetWriteDeadline(deadline)
+	err := writeFrame(pr.conn, &pr.wbuf, m)
+	if cap(pr.wbuf) > bigBuffer {
+		pr.wbuf = nil // a large frame (a bundle, a big reply) is not kept for the worker's life
+	}
+	return err
 }
+
+const (
+	// writeTimeout bounds one write to a worker: a frame fits the socket
+	// buffer at once unless the worker stopped reading.
+	writeTimeout = 5 * time.Second
+	// bigBuffer is the frame size past which a buffer is dropped after use.
+	bigBuffer = 1 << 20
+)
 
 // kill sends SIGKILL once, recording why (the first reason stays).
 func (pr *proc) kill(why killReason) {
 	pr.mu.Lock()
-	if pr.reason == killNone {
-		pr.reason = why
+	if pr.why == killNone {
+		pr.why = why
 	}
 	pr.mu.Unlock()
 	pr.killOnce.Do(func() {
@@ -116,16 +136,16 @@ func (pr *proc) wait() {
 // load waits for the worker's ready frame and hands it the bundle; with
 // list, the worker evaluates its top level and answers its exports.
 func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list bool) ([]bundle.Export, error) {
+	// ctx is only a time limit here (its cancellation is not watched, so no
+	// callback can touch the socket after load returns).
 	if d, ok := ctx.Deadline(); ok {
-		_ = pr.conn.SetDeadline(d)
+		_ = pr.conn.SetReadDeadline(d)
+		defer pr.conn.SetReadDeadline(time.Time{})
 	}
-	defer pr.conn.SetDeadline(time.Time{})
-	stop := context.AfterFunc(ctx, func() { _ = pr.conn.SetDeadline(time.Now()) })
-	defer stop()
 	fail := func(what string, err error) ([]bundle.Export, error) {
 		pr.kill(killProtocol)
 		<-pr.exited
-		return nil, jsvm.NewError(jsvm.CodeSandboxCrashed, fmt.Sprintf("start a sandbox worker: %s: %v%s", what, err, pr.stderrNote()))
+		return nil, &startError{what: what, err: err, fatal: pr.stderr.fatalLine()}
 	}
 	var m message
 	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
@@ -148,7 +168,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 		return fail("load the bundle", fmt.Errorf("got %q frame", m.T))
 	}
 	if m.Error != nil {
-		return nil, &bundle.Error{Code: m.Error.Code, File: b.Name, Message: clip(m.Error.Message, maxMessage)}
+		return nil, &bundle.Error{Code: m.Error.Code, File: b.Name, Line: m.Error.Line, Column: m.Error.Column, Message: clip(m.Error.Message, maxMessage)}
 	}
 	if len(m.Exports) > maxExports {
 		return fail("list the exports", fmt.Errorf("%d exports, over the limit of %d", len(m.Exports), maxExports))
@@ -159,32 +179,66 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 // maxExports bounds the exports a worker may list.
 const maxExports = 10000
 
+// startError is a worker that could not be started or loaded. fatal is the
+// Go runtime's fatal line when the worker died of its own accord (its
+// bundle overflowed the stack while being compiled, say).
+type startError struct {
+	what, fatal string
+	err         error
+}
+
+func (e *startError) Error() string {
+	msg := "start a sandbox worker: " + e.what + ": " + e.err.Error()
+	if e.fatal != "" {
+		msg += ": " + e.fatal
+	}
+	return msg
+}
+
+func (e *startError) Unwrap() error { return e.err }
+
+// asCallError reports a start failure to the call that needed the worker.
+func asCallError(err error) error {
+	var se *startError
+	if errors.As(err, &se) {
+		e := jsvm.NewError(jsvm.CodeSandboxCrashed, se.Error())
+		e.Retryable = true
+		return e
+	}
+	return err
+}
+
 // next reads the worker's frames of call c until its done frame, which it
 // returns. It returns nil when the worker died or broke the protocol (it is
-// then killed), and errTimedOut when the read deadline passed. The caller's
-// goroutine reads: no goroutine hands frames over between calls, and a
-// worker's frames between calls wait for the next call (which refuses them).
-func (pr *proc) next(c *pcall) (*doneMsg, error) {
+// then killed). The caller's goroutine reads: no goroutine hands frames
+// over between calls. Every frame names its call (Seq): one of an earlier
+// call — a host request a handler left floating — is a violation, never
+// served under this call's broker.
+func (pr *proc) next(c *pcall) *doneMsg {
 	for {
 		var m message
 		if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
-			switch {
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				return nil, errTimedOut
-			case errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame"):
+			if errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame") {
 				pr.violate("%v", err)
 			}
-			return nil, nil
+			return nil
+		}
+		if cap(pr.rbuf) > bigBuffer {
+			pr.rbuf = nil
+		}
+		if m.Seq != c.seq {
+			pr.violate("a %q frame of call %d during call %d", m.T, m.Seq, c.seq)
+			return nil
 		}
 		switch m.T {
 		case msgHost:
 			if m.Host == nil || !pr.startHost(c, m.ID, m.Host) {
-				return nil, nil
+				return nil
 			}
 		case msgUntrusted:
 			if m.Origin == "" || len(m.Origin) > maxOrigin {
 				pr.violate("an untrusted mark of %d bytes", len(m.Origin))
-				return nil, nil
+				return nil
 			}
 			pr.mu.Lock()
 			if len(c.untrusted) < maxUntrusted && !slices.Contains(c.untrusted, m.Origin) {
@@ -194,17 +248,15 @@ func (pr *proc) next(c *pcall) (*doneMsg, error) {
 		case msgDone:
 			if m.Done == nil {
 				pr.violate("a done frame without a result")
-				return nil, nil
+				return nil
 			}
-			return m.Done, nil
+			return m.Done
 		default:
 			pr.violate("an unexpected %q frame", m.T)
-			return nil, nil
+			return nil
 		}
 	}
 }
-
-var errTimedOut = errors.New("read deadline passed")
 
 const (
 	maxUntrusted = 100
@@ -215,18 +267,44 @@ const (
 // may serve another call.
 func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start time.Time) (res jsvm.Result, err error, keep bool) {
 	hostCtx, cancelHost := context.WithCancel(ctx)
-	c := &pcall{inv: inv, ctx: hostCtx}
+	pr.calls++
+	c := &pcall{inv: inv, ctx: hostCtx, seq: uint64(pr.calls)}
 	pr.mu.Lock()
 	pr.cur = c
 	pr.mu.Unlock()
-	pr.calls++
 	pr.running.Store(true)
+	var killTimer *time.Timer
+	// The end of ctx: a deadline the worker sees by itself, a cancellation
+	// it is told; either way it has Grace to answer, then it is killed
+	// (which ends the read below). The read itself never times out, so a
+	// frame is never cut in the middle.
+	stop := context.AfterFunc(ctx, func() {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		if c.ended {
+			return
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			go func() {
+				if pr.send(&message{T: msgCancel, Seq: c.seq}) != nil {
+					pr.kill(killTimeout)
+				}
+			}()
+		}
+		killTimer = time.AfterFunc(p.opts.Grace, func() { pr.kill(killTimeout) })
+	})
 	defer func() {
-		pr.running.Store(false)
-		cancelHost()
-		c.host.Wait()
+		stop()
 		pr.mu.Lock()
 		c.ended = true
+		if killTimer != nil {
+			killTimer.Stop()
+		}
+		pr.mu.Unlock()
+		pr.running.Store(false)
+		cancelHost()
+		c.host.Wait() // replies are bounded by writeTimeout
+		pr.mu.Lock()
 		pr.cur = nil
 		pr.mu.Unlock()
 	}()
@@ -239,48 +317,21 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 	if len(inv.Input) > 0 {
 		cm.Input = jsontext.Value(inv.Input)
 	}
+	c.writeBy = time.Now().Add(writeTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		cm.Deadline = d.UnixMilli()
+		c.writeBy = minTime(c.writeBy, d.Add(p.opts.Grace))
 	}
-	if err := pr.send(&message{T: msgCall, Call: cm}); err != nil {
+	if err := pr.sendBy(&message{T: msgCall, Seq: c.seq, Call: cm}, c.writeBy); err != nil {
 		pr.kill(killProtocol)
 		return pr.died(ctx, c, red, start)
 	}
-	// The end of ctx wakes the read; a deadline the worker sees by itself,
-	// a cancellation it is told. Then it has Grace to answer.
-	stop := context.AfterFunc(ctx, func() {
-		pr.mu.Lock()
-		defer pr.mu.Unlock()
-		if !c.ended { // never once the call is over: the next call's reads
-			_ = pr.conn.SetReadDeadline(time.Now())
-		}
-	})
-	defer func() {
-		stop()
-		pr.mu.Lock()
-		c.ended = true
-		pr.mu.Unlock()
-		_ = pr.conn.SetReadDeadline(time.Time{})
-	}()
-	d, err := pr.next(c)
-	if errors.Is(err, errTimedOut) {
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			_ = pr.send(&message{T: msgCancel})
-		}
-		_ = pr.conn.SetReadDeadline(time.Now().Add(p.opts.Grace))
-		if d, err = pr.next(c); errors.Is(err, errTimedOut) {
-			pr.kill(killTimeout)
-		}
-		if d != nil {
-			res, err, _ = pr.finish(c, d, red, start)
-			return res, err, false // interrupted: the VM is spent
-		}
-		return pr.died(ctx, c, red, start)
-	}
+	d := pr.next(c)
 	if d == nil {
 		return pr.died(ctx, c, red, start)
 	}
-	return pr.finish(c, d, red, start)
+	res, err, keep = pr.finish(c, d, red, start)
+	return res, err, keep && ctx.Err() == nil // interrupted: the VM is spent
 }
 
 // finish turns the worker's done frame into the call's result.
@@ -300,14 +351,24 @@ func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time
 			res.Untrusted = append(res.Untrusted, u)
 		}
 	}
+	// Redact first, then cut: a secret cut in two would not be found.
+	for i := range d.Logs {
+		d.Logs[i].Message = red.String(d.Logs[i].Message)
+	}
 	res.Logs, res.LogsTruncated = boundLogs(d.Logs, o.MaxLogLines, o.MaxLogBytes, start, o.Now())
 	res.LogsTruncated = res.LogsTruncated || d.LogsTruncated
 	red.Result(&res)
 	if d.Error != nil {
-		e := jsvm.NewError(d.Error.Code, clip(d.Error.Message, maxMessage))
-		e.Name, e.Stack, e.Retryable = clip(d.Error.Name, 200), clip(d.Error.Stack, maxMessage), d.Error.Retryable
-		red.Error(e)
-		return res, e, !d.Retired
+		if !workerCodes[d.Error.Code] {
+			pr.violate("an error with code %q", clip(d.Error.Code, 64))
+			<-pr.exited
+			return res, pr.crashError(), false
+		}
+		e := jsvm.NewError(d.Error.Code, d.Error.Message)
+		e.Name, e.Stack = d.Error.Name, d.Error.Stack
+		red.Error(e) // (a worker runs one call at a time: nothing it reports is retryable)
+		e.Message, e.Name, e.Stack = clip(e.Message, maxMessage), clip(e.Name, 200), clip(e.Stack, maxMessage)
+		return res, e, !d.Retired && pr.healthy()
 	}
 	switch {
 	case len(d.Output) == 0:
@@ -318,7 +379,7 @@ func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time
 		pr.violate("a result nested over %d levels", maxOutputDepth)
 	default:
 		res.Output = red.JSON(bytes.Clone(d.Output))
-		return res, nil, !d.Retired
+		return res, nil, !d.Retired && pr.healthy()
 	}
 	res.Logs, res.Untrusted = nil, c.untrusted
 	<-pr.exited // violate killed it
@@ -326,6 +387,28 @@ func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time
 }
 
 const maxMessage = 16 << 10
+
+// workerCodes are the error codes a worker may report (jsvm's own).
+var workerCodes = map[string]bool{
+	jsvm.CodeHandlerError: true, jsvm.CodeTimeout: true, jsvm.CodeCanceled: true, jsvm.CodeMemory: true,
+	jsvm.CodeStackOverflow: true, jsvm.CodeNotSerializable: true, jsvm.CodeResultTooLarge: true,
+	jsvm.CodeExportNotFound: true, jsvm.CodeNotFunction: true, jsvm.CodeNeverSettles: true,
+	jsvm.CodeInternal: true, jsvm.CodeInvalidInput: true,
+}
+
+// reason returns why the worker was killed, if it was.
+func (pr *proc) reason() killReason {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.why
+}
+
+// healthy reports whether nothing is killing the worker.
+func (pr *proc) healthy() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.why == killNone
+}
 
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -373,13 +456,15 @@ func (pr *proc) died(ctx context.Context, c *pcall, red *jsvm.Redactor, start ti
 	<-pr.exited
 	pr.mu.Lock()
 	res := jsvm.Result{Untrusted: slices.Clone(c.untrusted), Retired: true}
-	reason := pr.reason
+	reason := pr.why
 	pr.mu.Unlock()
 	red.Result(&res)
 	o := &pr.pool.opts
 	elapsed := time.Since(start).Round(time.Millisecond)
 	var e *jsvm.Error
 	switch {
+	case reason == killClosed:
+		e = jsvm.NewError(jsvm.CodeCanceled, fmt.Sprintf("invocation cancelled after %s: the sandbox pool closed", elapsed))
 	case reason == killTimeout || (ctx.Err() != nil && reason != killMemory):
 		e = pr.pool.contextError(ctx, start, fmt.Sprintf("its sandbox worker was stopped %s after the deadline", o.Grace))
 	case reason == killMemory || pr.stderr.outOfMemory():
@@ -433,6 +518,17 @@ func (pr *proc) startHost(c *pcall, id uint64, h *hostMsg) bool {
 	c.inFlight++
 	calls, inFlight := c.hostCalls, c.inFlight
 	pr.mu.Unlock()
+	fetch := h.Op == opFetch
+	if fetch {
+		pr.mu.Lock()
+		c.fetches++
+		fetches := c.fetches
+		pr.mu.Unlock()
+		if fetches > maxFetchInFlight {
+			pr.violate("more than %d fetches at once", maxFetchInFlight)
+			return false
+		}
+	}
 	switch {
 	case id == 0:
 		pr.violate("a host request without an id")
@@ -450,10 +546,15 @@ func (pr *proc) startHost(c *pcall, id uint64, h *hostMsg) bool {
 		r := pr.pool.serveHost(c.ctx, c.inv, h)
 		pr.mu.Lock()
 		c.inFlight--
+		if fetch {
+			c.fetches--
+		}
 		current := pr.cur == c && !c.ended
 		pr.mu.Unlock()
 		if current && c.ctx.Err() == nil {
-			_ = pr.send(&message{T: msgReply, ID: id, Reply: r})
+			if pr.sendBy(&message{T: msgReply, Seq: c.seq, ID: id, Reply: r}, c.writeBy) != nil {
+				pr.violate("it stopped reading replies")
+			}
 		}
 	}()
 	return true
@@ -501,6 +602,9 @@ func (p *Pool) serveHost(ctx context.Context, inv *jsvm.Invocation, h *hostMsg) 
 		}
 		return &replyMsg{Value: jsontext.Value(v), Found: found}
 	case opPut:
+		if len(h.Value) > maxBrokerValue {
+			return fail(fmt.Errorf("the value is %s as JSON, over the %s limit", bundle.FormatSize(int64(len(h.Value))), bundle.FormatSize(maxBrokerValue)))
+		}
 		if err := strictjson.Check(h.Value); err != nil {
 			return fail(fmt.Errorf("the value is refused: %w", err))
 		}
@@ -517,7 +621,11 @@ func (p *Pool) serveHost(ctx context.Context, inv *jsvm.Invocation, h *hostMsg) 
 			return fail(err)
 		}
 		r := &replyMsg{Items: make([]brokerItem, len(items))}
+		total := 0
 		for i, it := range items {
+			if total += len(it.Key) + len(it.Value); total > maxListBytes {
+				return fail(fmt.Errorf("the collection holds over %s; a list returns at most that (get the items by key)", bundle.FormatSize(maxListBytes)))
+			}
 			r.Items[i] = brokerItem{Key: it.Key, Value: jsontext.Value(it.Value)}
 		}
 		return r
@@ -574,4 +682,11 @@ func (t *tailBuffer) fatalLine() string {
 func (t *tailBuffer) outOfMemory() bool {
 	s := t.String()
 	return strings.Contains(s, "out of memory") || strings.Contains(s, "cannot allocate memory")
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -48,8 +48,15 @@ const (
 	// maxHostInFlight those waiting for their reply at once.
 	maxHostCalls    = 10000
 	maxHostInFlight = 64
-	// maxFetchBody bounds the body of one fetch request.
-	maxFetchBody = 4 << 20
+	// maxFetchBody bounds the body of one fetch request, maxFetchInFlight
+	// the fetches of one call awaiting their response at once (so a call
+	// holds at most 8 × (2 MiB out + 2 MiB in) of the parent's memory).
+	maxFetchBody     = 2 << 20
+	maxFetchInFlight = 8
+	// maxBrokerValue bounds a value a handler stores (the API's body
+	// limit), maxListBytes what one list returns.
+	maxBrokerValue = 1 << 20
+	maxListBytes   = 16 << 20
 )
 
 // Message types.
@@ -82,6 +89,9 @@ type message struct {
 	V int `json:"v,omitzero"`
 	// ID pairs a host request with its reply.
 	ID uint64 `json:"id,omitzero"`
+	// Seq numbers a worker's calls from 1: every frame of a call (call,
+	// host, reply, untrusted, cancel, done) carries its call's number.
+	Seq uint64 `json:"seq,omitzero"`
 
 	Load   *loadMsg  `json:"load,omitzero"`
 	Call   *callMsg  `json:"call,omitzero"`
@@ -181,11 +191,13 @@ type logMsg struct {
 
 // errorMsg is a *jsvm.Error or a *bundle.Error on the wire.
 type errorMsg struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Name      string `json:"name,omitzero"`
-	Stack     string `json:"stack,omitzero"`
-	Retryable bool   `json:"retryable,omitzero"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Name    string `json:"name,omitzero"`
+	Stack   string `json:"stack,omitzero"`
+	// Line and Column place a bundle error.
+	Line   int `json:"line,omitzero"`
+	Column int `json:"column,omitzero"`
 }
 
 var strict = json.JoinOptions(json.RejectUnknownMembers(true))
@@ -242,5 +254,5 @@ func readFrame(r io.Reader, buf *[]byte, limit int, m *message) error {
 }
 
 func toErrorMsg(e *jsvm.Error) *errorMsg {
-	return &errorMsg{Code: e.Code, Message: e.Message, Name: e.Name, Stack: e.Stack, Retryable: e.Retryable}
+	return &errorMsg{Code: e.Code, Message: e.Message, Name: e.Name, Stack: e.Stack}
 }

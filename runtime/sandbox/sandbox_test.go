@@ -291,7 +291,7 @@ func TestListExportsInAWorker(t *testing.T) {
 	ctx := context.Background()
 	_, err := c.Load(ctx, "handlers.mjs", []byte(`JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); export async function h() {}`))
 	be, ok := bundle.AsError(err)
-	if !ok || be.Code != bundle.CodeEvaluation || !strings.Contains(be.Message, "crashed its sandbox worker") {
+	if !ok || be.Code != bundle.CodeEvaluation || !strings.Contains(be.Message, "loading the bundle killed its sandbox worker") {
 		t.Fatalf("hostile top level: %v, want a bundle evaluation error", err)
 	}
 	_, err = c.Load(ctx, "handlers.mjs", []byte(`throw new Error("nope"); export const x = 1;`))

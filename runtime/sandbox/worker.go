@@ -84,7 +84,8 @@ func serveWorker(args []string) int {
 		fmt.Fprintf(os.Stderr, "stead sandbox worker: open the channel on fd 3: %v\n", err)
 		return 2
 	}
-	w := &workerConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), pending: make(map[uint64]chan *replyMsg)}
+	w := &workerConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10), pending: make(map[uint64]chan *replyMsg),
+		inFlight: make(chan struct{}, maxHostInFlight), fetches: make(chan struct{}, maxFetchInFlight)}
 	if err := w.serve(); err != nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintf(os.Stderr, "stead sandbox worker: %v\n", err)
 		return 1
@@ -117,11 +118,32 @@ type workerConn struct {
 	nextID  uint64
 	pending map[uint64]chan *replyMsg
 	cancel  context.CancelFunc // the running call's
+	seq     uint64             // the running (or last) call's number
+	hosts   int                // host requests of the running call
+
+	inFlight chan struct{} // a slot per host request awaiting its reply
+	fetches  chan struct{} // a slot per fetch awaiting its response
 }
 
 func (w *workerConn) send(m *message) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
+	return writeFrame(w.conn, &w.wbuf, m)
+}
+
+// sendFor writes a frame of the call whose context is ctx, tagged with its
+// number — unless that call is over (its context ends before its done
+// frame is written, under the same lock), so a request a handler left
+// floating never reaches the parent after its call.
+func (w *workerConn) sendFor(ctx context.Context, m *message) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	m.Seq = w.seq
+	w.mu.Unlock()
 	return writeFrame(w.conn, &w.wbuf, m)
 }
 
@@ -140,7 +162,7 @@ func (w *workerConn) serve() error {
 	bundleError := func(err error) *errorMsg {
 		msg := &errorMsg{Code: jsvm.CodeInternal, Message: err.Error()}
 		if be, ok := bundle.AsError(err); ok {
-			msg.Code, msg.Message = be.Code, be.Message
+			msg.Code, msg.Message, msg.Line, msg.Column = be.Code, be.Message, be.Line, be.Column
 		}
 		return msg
 	}
@@ -168,16 +190,18 @@ func (w *workerConn) serve() error {
 		MaxLogBytes:      ld.Limits.MaxLogBytes,
 		Fetcher:          w,
 	})
-	defer rt.Close()
 	if err := w.send(&message{T: msgLoaded}); err != nil {
 		return err
 	}
-	var running sync.WaitGroup
-	defer running.Wait()
 	for {
 		var m message
 		if err := readFrame(w.br, &w.rbuf, maxParentFrame, &m); err != nil {
+			// The parent is gone (or broke the protocol): exit at once, even
+			// with a call running — nobody will read its answer.
 			return err
+		}
+		if cap(w.rbuf) > 1<<20 {
+			w.rbuf = nil
 		}
 		switch m.T {
 		case msgCall:
@@ -186,17 +210,18 @@ func (w *workerConn) serve() error {
 			}
 			ctx, cancel := w.callContext(m.Call.Deadline)
 			w.mu.Lock()
-			w.cancel = cancel
+			w.cancel, w.seq, w.hosts = cancel, m.Seq, 0
 			w.mu.Unlock()
-			running.Add(1)
-			go func(c *callMsg) {
-				defer running.Done()
-				defer cancel()
+			go func(c *callMsg, seq uint64) {
 				done := w.invoke(ctx, rt, b, c)
-				if err := w.send(&message{T: msgDone, Done: done}); err != nil {
+				w.wmu.Lock()
+				cancel() // before done is written: no frame of this call follows it
+				err := writeFrame(w.conn, &w.wbuf, &message{T: msgDone, Seq: seq, Done: done})
+				w.wmu.Unlock()
+				if err != nil {
 					os.Exit(1) // the parent is gone
 				}
-			}(m.Call)
+			}(m.Call, m.Seq)
 		case msgReply:
 			w.mu.Lock()
 			ch, ok := w.pending[m.ID]
@@ -207,7 +232,7 @@ func (w *workerConn) serve() error {
 			}
 		case msgCancel:
 			w.mu.Lock()
-			if w.cancel != nil {
+			if w.cancel != nil && m.Seq == w.seq {
 				w.cancel()
 			}
 			w.mu.Unlock()
@@ -233,7 +258,7 @@ func (w *workerConn) invoke(ctx context.Context, rt *jsvm.Runtime, b *bundle.Bun
 		RunID: c.RunID, StepID: c.StepID, StepIndex: c.StepIndex,
 		EndUserID: c.EndUserID, IdempotencyKey: c.IdempotencyKey, BrokerToken: c.BrokerToken,
 		OnUntrusted: func(origin string) {
-			if err := w.send(&message{T: msgUntrusted, Origin: origin}); err != nil {
+			if err := w.sendFor(ctx, &message{T: msgUntrusted, Origin: origin}); err != nil && ctx.Err() == nil {
 				os.Exit(1)
 			}
 		},
@@ -310,15 +335,40 @@ func depth(b []byte) int {
 	return deepest
 }
 
-// host sends a host request and waits for its reply (or ctx's end).
+// host sends a host request and waits for its reply (or ctx's end). At
+// most maxHostInFlight wait at once (more wait for a slot) and a call makes
+// at most maxHostCalls: the limits the parent enforces, so that a handler
+// meets them as errors, never as a killed worker.
 func (w *workerConn) host(ctx context.Context, h *hostMsg) (*replyMsg, error) {
+	w.mu.Lock()
+	w.hosts++
+	n := w.hosts
+	w.mu.Unlock()
+	if n > maxHostCalls {
+		return nil, fmt.Errorf("more than %d broker and fetch calls in one invocation", maxHostCalls)
+	}
+	select {
+	case w.inFlight <- struct{}{}:
+		defer func() { <-w.inFlight }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	ch := make(chan *replyMsg, 1)
 	w.mu.Lock()
 	w.nextID++
 	id := w.nextID
 	w.pending[id] = ch
 	w.mu.Unlock()
-	if err := w.send(&message{T: msgHost, ID: id, Host: h}); err != nil {
+	forget := func() {
+		w.mu.Lock()
+		delete(w.pending, id)
+		w.mu.Unlock()
+	}
+	if err := w.sendFor(ctx, &message{T: msgHost, ID: id, Host: h}); err != nil {
+		forget()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		os.Exit(1)
 	}
 	select {
@@ -328,9 +378,7 @@ func (w *workerConn) host(ctx context.Context, h *hostMsg) (*replyMsg, error) {
 		}
 		return r, nil
 	case <-ctx.Done():
-		w.mu.Lock()
-		delete(w.pending, id)
-		w.mu.Unlock()
+		forget()
 		return nil, ctx.Err()
 	}
 }
@@ -350,6 +398,9 @@ func (w *workerConn) Get(ctx context.Context, collection, key string) (stdjson.R
 }
 
 func (w *workerConn) Put(ctx context.Context, collection, key string, value stdjson.RawMessage) error {
+	if len(value) > maxBrokerValue {
+		return fmt.Errorf("the value is %s as JSON, over the %s limit", bundle.FormatSize(int64(len(value))), bundle.FormatSize(maxBrokerValue))
+	}
 	_, err := w.host(ctx, &hostMsg{Op: opPut, Collection: collection, Key: key, Value: jsontext.Value(value)})
 	return err
 }
@@ -379,6 +430,12 @@ func (w *workerConn) Fetch(ctx context.Context, req jsvm.FetchRequest) (jsvm.Fet
 		return jsvm.FetchResponse{}, &jsvm.FetchError{Message: fmt.Sprintf(
 			"fetch %s failed: the request body is %s, over the %s limit", req.URL,
 			bundle.FormatSize(int64(len(req.Body))), bundle.FormatSize(maxFetchBody))}
+	}
+	select { // at most maxFetchInFlight at once; the others wait their turn
+	case w.fetches <- struct{}{}:
+		defer func() { <-w.fetches }()
+	case <-ctx.Done():
+		return jsvm.FetchResponse{}, ctx.Err()
 	}
 	r, err := w.host(ctx, &hostMsg{Op: opFetch, Fetch: &req})
 	if err != nil {
