@@ -72,19 +72,26 @@
 //
 // # Reading
 //
-// The goroutine that holds a worker for a call reads its frames itself
-// (a deadline on the socket wakes it at the call's end), so a call's
-// answer reaches its caller without a hand-off between goroutines; between
-// calls nobody reads, and whatever a worker wrote meanwhile is refused by
-// the next call as a protocol violation. A worker that dies idle is reaped
-// and dropped from the pool by the goroutine waiting for its exit.
+// The goroutine that holds a worker for a call reads its frames itself, so
+// a call's answer reaches its caller without a hand-off between
+// goroutines; the read never times out (a frame is never cut): at the
+// call's end the worker is told (a cancellation) or sees its own deadline,
+// and is killed after Grace, which ends the read. Every frame names its
+// call; the worker sends nothing of a call after its done frame (a request
+// a handler left floating is dropped there), and a frame of another call
+// is a violation. Writes to a worker have deadlines, so one that stops
+// reading cannot hold the parent. A worker that dies idle is reaped and
+// dropped from the pool by the goroutine waiting for its exit.
 //
 // # The protocol
 //
 // Length-prefixed JSON frames over a Unix socket pair, versioned (see
 // proto.go), parsed strictly with go-json-experiment/json; frame sizes,
-// host requests per call and in flight, log lines, untrusted marks and
-// error texts are bounded. The parent treats the worker as hostile: a
+// host requests per call (10,000) and in flight (64, of them 8 fetches),
+// broker values (1 MiB), lists (16 MiB), fetch bodies (2 MiB), log lines,
+// untrusted marks, exports and error texts are bounded. The worker keeps to
+// the same limits itself (a handler meets them as errors, or waits its
+// turn); the parent's kill is for a worker that does not. The parent treats the worker as hostile: a
 // frame it cannot parse, an oversized one, one it does not expect now, or a
 // result over the limits kills the worker, never the parent. Marks from
 // context.markUntrusted are sent at once, so they survive a worker killed
