@@ -95,8 +95,6 @@ func newAuthLimiter(l AuthLimit) *authLimiter {
 type authSubject struct {
 	address, key    countKey
 	hasAddr, hasKey bool
-	// limitedBy names the subject that is limited, for the message.
-	limitedBy string
 }
 
 func (l *authLimiter) subject(r *http.Request, token string) authSubject {

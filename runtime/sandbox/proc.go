@@ -140,7 +140,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 	// callback can touch the socket after load returns).
 	if d, ok := ctx.Deadline(); ok {
 		_ = pr.conn.SetReadDeadline(d)
-		defer pr.conn.SetReadDeadline(time.Time{})
+		defer func() { _ = pr.conn.SetReadDeadline(time.Time{}) }()
 	}
 	fail := func(what string, err error) ([]bundle.Export, error) {
 		pr.kill(killProtocol)
