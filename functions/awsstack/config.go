@@ -65,6 +65,7 @@ const (
 	envFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
 	envLogStream    = "AWS_LAMBDA_LOG_STREAM_NAME"
 	envLogLevel     = "AWS_LAMBDA_LOG_LEVEL"
+	envMemory       = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 )
 
 // Defaults.
@@ -120,6 +121,27 @@ type Config struct {
 	// LogLevel is AWS_LAMBDA_LOG_LEVEL (set from the template's
 	// LoggingConfig.ApplicationLogLevel); INFO when unset.
 	LogLevel string
+	// MemoryMB is AWS_LAMBDA_FUNCTION_MEMORY_SIZE, the function's memory,
+	// which bounds the function and its sandbox worker together; 0 when
+	// unset (outside Lambda).
+	MemoryMB int
+}
+
+// parentMemoryMB is the part of a function's memory left to the function's
+// own process (and the kernel) beside its sandbox worker.
+const parentMemoryMB = 128
+
+// sandboxMemory returns the worker's resident-memory limit and a call's
+// heap budget for a function of memoryMB (the sandbox's defaults for 0):
+// the worker gets what the function's own process does not need, and a
+// call half of that, so a handler meets the sandbox's memory-limit well
+// before Lambda would end the whole invocation.
+func sandboxMemory(memoryMB int) (worker, call int64) {
+	if memoryMB <= parentMemoryMB {
+		return 0, 0
+	}
+	worker = int64(memoryMB-parentMemoryMB) << 20
+	return worker, worker / 2
 }
 
 // FromEnv reads fn's configuration with getenv (os.Getenv in a main) and
@@ -142,6 +164,9 @@ func FromEnv(fn Function, getenv func(string) string) (Config, error) {
 		MaxBundleBytes: DefaultMaxBundleBytes,
 		DispatchGrace:  DefaultDispatchGrace,
 		LogLevel:       strings.TrimSpace(getenv(envLogLevel)),
+	}
+	if v := strings.TrimSpace(getenv(envMemory)); v != "" {
+		c.MemoryMB, _ = strconv.Atoi(v) // Lambda's own; a bad value keeps the defaults
 	}
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }

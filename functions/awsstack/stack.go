@@ -115,7 +115,11 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	}
 	// One owner allowlist for both kinds of deployment-chosen destination.
 	pol := egress.Policy{Allow: cfg.EgressAllow}
-	sb, err := sandbox.New(sandbox.Options{Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now})
+	workerMemory, callMemory := sandboxMemory(cfg.MemoryMB)
+	sb, err := sandbox.New(sandbox.Options{
+		Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now,
+		WorkerMemory: workerMemory, MemoryLimit: callMemory,
+	})
 	if err != nil {
 		return nil, err
 	}
