@@ -314,7 +314,7 @@ func (p *Pool) take(ctx context.Context, key string, b *bundle.Bundle) (*proc, e
 		if pr := p.idle[i]; pr.key == key {
 			p.idle = slices.Delete(p.idle, i, i+1)
 			select {
-			case <-pr.exited: // died idle: Go on looking
+			case <-pr.exited: // it died idle: keep looking
 				continue
 			default:
 			}
