@@ -134,28 +134,15 @@ func (e *FetchError) Error() string { return e.Message }
 // request checks fr as hostFetch does and builds its *http.Request.
 func (f *fetcher) request(ctx context.Context, fr FetchRequest) (*http.Request, error) {
 	fail := func(format string, args ...any) error { return &FetchError{Message: fmt.Sprintf(format, args...)} }
-	u, err := url.Parse(fr.URL)
-	switch {
-	case err != nil:
-		return nil, fail("fetch: invalid URL %q", fr.URL)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fail("fetch: only http and https URLs are supported, not %q", u.Scheme+":")
-	case u.Host == "":
-		return nil, fail("fetch: the URL %q has no host", fr.URL)
-	case !httpguts.ValidHostHeader(u.Host):
-		return nil, fail("fetch: invalid host in %q", fr.URL)
+	u, problem := checkFetch(fr)
+	if problem != "" {
+		return nil, fail("%s", problem)
 	}
 	if err := f.policy.CheckLiteral(u.Hostname()); err != nil {
 		return nil, fail("%s", fetchFailure(fr.URL, err, 0))
 	}
-	if !validMethod(fr.Method) {
-		return nil, fail("fetch: invalid method %q", fr.Method)
-	}
 	header := http.Header{}
 	for _, kv := range fr.Header {
-		if !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
-			return nil, fail("fetch: invalid header %q", kv[0])
-		}
 		header.Add(kv[0], kv[1])
 	}
 	req, err := http.NewRequestWithContext(ctx, fr.Method, u.String(), nil)
@@ -172,8 +159,29 @@ func (f *fetcher) request(ctx context.Context, fr FetchRequest) (*http.Request, 
 	return req, nil
 }
 
-func validMethod(m string) bool {
-	return m != "" && strings.IndexFunc(m, func(r rune) bool { return !httpguts.IsTokenRune(r) }) < 0
+// checkFetch says what is wrong with a fetch request ("" when nothing):
+// the one set of rules the VM's side throws by and the sending side checks
+// again.
+func checkFetch(fr FetchRequest) (*url.URL, string) {
+	u, err := url.Parse(fr.URL)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("fetch: invalid URL %q", fr.URL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Sprintf("fetch: only http and https URLs are supported, not %q", u.Scheme+":")
+	case u.Host == "":
+		return nil, fmt.Sprintf("fetch: the URL %q has no host", fr.URL)
+	case !httpguts.ValidHostHeader(u.Host):
+		return nil, fmt.Sprintf("fetch: invalid host in %q", fr.URL)
+	case fr.Method == "" || strings.IndexFunc(fr.Method, func(r rune) bool { return !httpguts.IsTokenRune(r) }) >= 0:
+		return nil, fmt.Sprintf("fetch: invalid method %q", fr.Method)
+	}
+	for _, kv := range fr.Header {
+		if !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
+			return nil, fmt.Sprintf("fetch: invalid header %q", kv[0])
+		}
+	}
+	return u, ""
 }
 
 // hostFetch is the Go half of fetch(url, method, [[name, value]…], body);
@@ -182,33 +190,21 @@ func validMethod(m string) bool {
 func (w *worker) hostFetch(call goja.FunctionCall) goja.Value {
 	c := w.active("fetch")
 	rawURL := call.Argument(0).String()
-	method := call.Argument(1).String()
-	u, err := url.Parse(rawURL)
-	switch {
-	case err != nil:
-		w.throwType("fetch: invalid URL %q", rawURL)
-	case u.Scheme != "http" && u.Scheme != "https":
-		w.throwType("fetch: only http and https URLs are supported, not %q", u.Scheme+":")
-	case u.Host == "":
-		w.throwType("fetch: the URL %q has no host", rawURL)
-	case !httpguts.ValidHostHeader(u.Host):
-		w.throwType("fetch: invalid host in %q", rawURL)
-	}
-	if !validMethod(method) {
-		w.throwType("fetch: invalid method %q", method)
-	}
-	fr := FetchRequest{URL: rawURL, Method: method}
+	fr := FetchRequest{URL: rawURL, Method: call.Argument(1).String()}
 	if pairs, ok := call.Argument(2).(*goja.Object); ok {
 		var list [][]string
 		if err := w.vm.ExportTo(pairs, &list); err != nil {
 			w.throwType("fetch: invalid headers")
 		}
 		for _, kv := range list {
-			if len(kv) != 2 || !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
-				w.throwType("fetch: invalid header %q", kv[0])
+			if len(kv) != 2 {
+				w.throwType("fetch: invalid headers")
 			}
 			fr.Header = append(fr.Header, [2]string{kv[0], kv[1]})
 		}
+	}
+	if _, problem := checkFetch(fr); problem != "" {
+		w.throwType("%s", problem)
 	}
 	switch b := call.Argument(3); {
 	case goja.IsUndefined(b):
