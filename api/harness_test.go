@@ -399,6 +399,23 @@ func (s *sseStream) close() {
 	s.resp.Body.Close()
 }
 
+// waitEnd fails the test unless the server ends the stream within d; why
+// says what should have ended it.
+func (s *sseStream) waitEnd(d time.Duration, why string) {
+	s.t.Helper()
+	ended := make(chan struct{})
+	go func() {
+		for s.lines.Scan() {
+		}
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(d):
+		s.t.Fatalf("the stream outlived %s by %s", why, d)
+	}
+}
+
 // next reads the next event; ok is false when the stream ended.
 func (s *sseStream) next() (sseEvent, bool) {
 	s.t.Helper()

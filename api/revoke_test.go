@@ -173,17 +173,7 @@ func TestStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 		t.Fatalf("first event %+v (ok %v), want run.created", ev, ok)
 	}
 	w.must(w.do("POST", "/v1/customer-tokens/revoke", w.developer, map[string]any{"token": tok.Token}), 200)
-	ended := make(chan struct{})
-	go func() {
-		for s.lines.Scan() {
-		}
-		close(ended)
-	}()
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the stream outlived its revoked token by 5s")
-	}
+	s.waitEnd(5*time.Second, "its revoked token")
 	revokedWith(t, w.do("GET", "/v1/runs/"+run.ID, tok.Token, nil))
 	// The run did not move: the stream ended because of the token.
 	var got api.Run

@@ -432,17 +432,7 @@ func TestStreamEndsWhenItsTokenExpires(t *testing.T) {
 		t.Fatal("the stream ended before its token expired")
 	}
 	w.clock.Advance(2 * time.Minute)
-	ended := make(chan struct{})
-	go func() {
-		for s.lines.Scan() {
-		}
-		close(ended)
-	}()
-	select {
-	case <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream outlived its expired token")
-	}
+	s.waitEnd(10*time.Second, "its expired token")
 }
 
 // The run a customer token reads is trimmed like its trace: no approver, no
