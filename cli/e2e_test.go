@@ -24,20 +24,7 @@ import (
 // cannot approve; then SIGTERM stops the server cleanly, and a restart
 // writes the CLI's config again from the data folder.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the stead binary and runs a server; skipped with -short")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "stead")
-	build := exec.Command("go", "build", "-o", bin, "stead/cli/stead")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	e := &e2e{t: t, bin: bin, config: filepath.Join(tmp, "config.json"), home: filepath.Join(tmp, "home")}
-	if err := os.MkdirAll(e.home, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	e, tmp := newE2E(t)
 	data := filepath.Join(tmp, "data")
 	addr := freeAddr(t)
 	srv := e.startServer(addr, data)
@@ -181,6 +168,32 @@ func TestEndToEnd(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("shutdown with an open event stream took %s", d)
 	}
+}
+
+// buildStead builds the stead binary into dir.
+func buildStead(dir string) (bin string, out []byte, err error) {
+	bin = filepath.Join(dir, "stead")
+	out, err = exec.Command("go", "build", "-o", bin, "stead/cli/stead").CombinedOutput()
+	return bin, out, err
+}
+
+// newE2E builds the binary into a temporary folder (skipped with -short)
+// and returns the harness over it, with that folder for the test's data.
+func newE2E(t testing.TB) (*e2e, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the stead binary and runs a server; skipped with -short")
+	}
+	tmp := t.TempDir()
+	bin, out, err := buildStead(tmp)
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	e := &e2e{t: t, bin: bin, config: filepath.Join(tmp, "config.json"), home: filepath.Join(tmp, "home")}
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return e, tmp
 }
 
 type e2e struct {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,18 +14,7 @@ import (
 // a second (the crashing one after its retries), the server never dies,
 // and the example's normal run works afterwards.
 func TestHostileHandlersOnSteadDev(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the stead binary and runs a server; skipped with -short")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "stead")
-	if out, err := exec.Command("go", "build", "-o", bin, "stead/cli/stead").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	e := &e2e{t: t, bin: bin, config: filepath.Join(tmp, "config.json"), home: filepath.Join(tmp, "home")}
-	if err := os.MkdirAll(e.home, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	e, tmp := newE2E(t)
 	srv := e.startServer(freeAddr(t), filepath.Join(tmp, "data"))
 
 	cases := []struct {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -92,8 +91,7 @@ func startDev(tb testing.TB, mustBuild bool, flags ...string) *devServer {
 		tb.Skipf("reads process figures from /proc, which %s lacks", runtime.GOOS)
 	}
 	tmp := tb.TempDir()
-	bin := filepath.Join(tmp, "stead")
-	out, err := exec.Command("go", "build", "-o", bin, "stead/cli/stead").CombinedOutput()
+	bin, out, err := buildStead(tmp)
 	if err != nil {
 		if mustBuild {
 			tb.Fatalf("go build: %v\n%s", err, out)
