@@ -30,7 +30,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint-template $(RIE) test-browser ## run every test (what CI runs): cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: bench
@@ -38,7 +38,7 @@ bench: ## run the Go benchmarks (speed targets are checked here, never by timed 
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
 
 .PHONY: lint
-lint: ## gofmt check, go vet and golangci-lint
+lint: ## gofmt check, go vet and golangci-lint (its depguard rules check the import layering)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@test -x $(BIN)/golangci-lint || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
