@@ -3,7 +3,9 @@ package jsvm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,42 +108,93 @@ func BenchmarkGojaBare(b *testing.B) {
 	}
 }
 
-// BenchmarkInvokeRatio measures both in one run, interleaved in small
-// batches (alternating which goes first) so that machine noise and garbage
-// collection hit both alike, and reports the median batch of each as
-// ns/invoke and ns/bare, and their ratio.
+// BenchmarkInvokeRatio measures both in one run, interleaved (see
+// interleaved), and reports the median batch of each as ns/invoke and
+// ns/bare, and their ratio.
 func BenchmarkInvokeRatio(b *testing.B) {
 	warm, done := warmInvoker(b)
 	defer done()
 	bare := bareInvoker(b)
-	const batch = 32
-	var warmNs, bareNs []float64
-	timeBatch := func(f func()) float64 {
-		start := time.Now()
-		for range batch {
-			f()
+	m := interleaved(b, 32, warm, bare)
+	b.ReportMetric(m[0], "ns/invoke")
+	b.ReportMetric(m[1], "ns/bare")
+	b.ReportMetric(m[0]/m[1], "ratio")
+}
+
+// interleaved runs each of fs in batches of batch calls, in turn (rotating
+// which goes first) so that machine noise and garbage collection hit all
+// alike, and returns the median batch of each in ns per call.
+func interleaved(b *testing.B, batch int, fs ...func()) []float64 {
+	ns := make([][]float64, len(fs))
+	for i := 0; b.Loop(); i++ {
+		for j := range fs {
+			k := (i + j) % len(fs)
+			start := time.Now()
+			for range batch {
+				fs[k]()
+			}
+			ns[k] = append(ns[k], float64(time.Since(start).Nanoseconds())/float64(batch))
 		}
-		return float64(time.Since(start).Nanoseconds()) / batch
 	}
-	i := 0
-	for b.Loop() {
-		if i%2 == 0 {
-			warmNs = append(warmNs, timeBatch(warm))
-			bareNs = append(bareNs, timeBatch(bare))
-		} else {
-			bareNs = append(bareNs, timeBatch(bare))
-			warmNs = append(warmNs, timeBatch(warm))
-		}
-		i++
+	m := make([]float64, len(fs))
+	for i := range ns {
+		m[i] = median(ns[i])
 	}
-	w, bb := median(warmNs), median(bareNs)
-	b.ReportMetric(w, "ns/invoke")
-	b.ReportMetric(bb, "ns/bare")
-	b.ReportMetric(w/bb, "ratio")
+	return m
 }
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// benchInput returns a step input of about size bytes: an order with a
+// customer and as many line items as fit, the shape a handler typically
+// receives.
+func benchInput(size int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"customer":{"id":"cus_01J9Z3","name":"Zoë Müller","email":"zoe@example.com","vip":true},"items":[`)
+	for i := 0; b.Len() < size-40; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"SKU-%05d","qty":%d,"price":%d.95,"tags":["a","b"]}`, i, i%7+1, i%90+10)
+	}
+	b.WriteString(`],"note":"leave at the door","total":123.45}`)
+	return []byte(b.String())
+}
+
+// BenchmarkInputToVM builds a handler's input in the VM the way a call
+// does (decodeInput) and with goja's JSON.parse alone, the reference, at
+// about 200 B, 1 KB and 64 KB, interleaved, and reports the median of each
+// as ns/decodeInput and ns/JSON.parse, how many times faster the first is
+// (x-faster), and the allocations of one call of each.
+func BenchmarkInputToVM(b *testing.B) {
+	r := newRuntime(b, Options{})
+	w, err := r.install(bundle.NewRuntime())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{200, 1 << 10, 64 << 10} {
+		in := benchInput(size)
+		b.Run(fmt.Sprintf("%dB", len(in)), func(b *testing.B) {
+			run := func(decode func() (goja.Value, error)) func() {
+				return func() {
+					if _, err := decode(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			batch := max(1, 8<<10/len(in))
+			decode := run(func() (goja.Value, error) { return w.decodeInput(in) })
+			parse := run(func() (goja.Value, error) { return w.parse(goja.Undefined(), w.vm.ToValue(string(in))) })
+			m := interleaved(b, batch, decode, parse)
+			b.ReportMetric(m[0], "ns/decodeInput")
+			b.ReportMetric(m[1], "ns/JSON.parse")
+			b.ReportMetric(m[1]/m[0], "x-faster")
+			b.ReportMetric(testing.AllocsPerRun(10, decode), "allocs/decodeInput")
+			b.ReportMetric(testing.AllocsPerRun(10, parse), "allocs/JSON.parse")
+		})
+	}
 }
