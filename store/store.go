@@ -398,9 +398,11 @@ type RunCommit struct {
 	// Events are appended in order after the run's last event; the store
 	// assigns their Seq and RunID.
 	Events []Event
-	// Step, if set, records a completed step. ErrConflict if the step is
-	// already recorded; nothing is written then.
-	Step *Step
+	// Steps are completed steps to record, in index order: usually none or
+	// one; consecutive read steps may share a commit (see the engine's
+	// package doc). ErrConflict if any of them is already recorded; nothing
+	// is written then.
+	Steps []Step
 	// Approval, if set, is a new pending approval of this run to create with
 	// the commit; ErrExists if its id is taken.
 	Approval *approvals.Approval
@@ -414,8 +416,13 @@ func (c RunCommit) Validate() error {
 	if !c.Run.Status.Valid() {
 		return fmt.Errorf("commit run %s: status %q is not a run status", id, c.Run.Status)
 	}
-	if c.Step != nil && c.Step.Index < 0 {
-		return fmt.Errorf("commit run %s: step index %d is negative", id, c.Step.Index)
+	for i, st := range c.Steps {
+		if st.Index < 0 {
+			return fmt.Errorf("commit run %s: step index %d is negative", id, st.Index)
+		}
+		if i > 0 && st.Index <= c.Steps[i-1].Index {
+			return fmt.Errorf("commit run %s: steps must be in increasing index order (%d after %d)", id, st.Index, c.Steps[i-1].Index)
+		}
 	}
 	if a := c.Approval; a != nil {
 		if a.ID == "" || a.RunID != id || a.ProjectID != c.Run.ProjectID || a.Status != approvals.Pending {

@@ -49,9 +49,14 @@ func hasEvent(c store.RunCommit, typ string, fragments ...string) bool {
 	return false
 }
 
+// recordsStep reports whether a commit records the step with that id.
+func recordsStep(c store.RunCommit, id string) bool {
+	return slices.ContainsFunc(c.Steps, func(st store.Step) bool { return st.ID == id })
+}
+
 func (s *crashingStore) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
 	s.mu.Lock()
-	crash := s.crashes > 0 && ((s.match == nil && c.Step != nil && c.Step.ID == s.step) || (s.match != nil && s.match(c)))
+	crash := s.crashes > 0 && ((s.match == nil && recordsStep(c, s.step)) || (s.match != nil && s.match(c)))
 	if crash {
 		s.crashes--
 	}

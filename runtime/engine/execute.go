@@ -190,6 +190,11 @@ type execution struct {
 	// secrets are the API keys of the models this execution opened; every
 	// record the commit writes is redacted of them.
 	secrets secretSet
+	// held are completed read steps not yet recorded: consecutive read steps
+	// share one commit, the next one this execution makes (see hold).
+	// heldBytes sums their outputs.
+	held      []store.Step
+	heldBytes int
 }
 
 func (x *execution) emit(typ, step string, data map[string]any) {
@@ -332,6 +337,9 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 	inputJSON, err := json.Marshal(input)
 	if err != nil {
 		return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
+	}
+	if err := x.flushBefore(ctx, tool); err != nil {
+		return stepOutput{}, err
 	}
 	hc, err := x.invoke(ctx, s, callID, tool, inputJSON, key, traceNames{started: "step.started", completed: "step.completed"},
 		map[string]any{"policy": policy})
@@ -612,11 +620,49 @@ func (x *execution) complete(ctx context.Context, s *agent.Step, out stepOutput)
 		next.LeaseOwner, next.LeaseUntil = "", zeroTime
 		x.emit("run.succeeded", "", map[string]any{"output": out.output, "costs": next.Costs})
 	}
-	if err := x.commit(ctx, next, step, nil); err != nil {
-		return err
-	}
 	x.outputs[s.ID] = out.value
-	return nil
+	if next.Status == store.RunRunning && x.mayHold(s, len(out.output)) {
+		x.held = append(x.held, *step)
+		x.heldBytes += len(out.output)
+		x.run = next
+		return nil
+	}
+	return x.commit(ctx, next, step, nil)
+}
+
+// mayHold tells whether the completed step s may wait for the next commit
+// instead of being recorded now. Consecutive read steps share a commit: a
+// step of a read tool is held while the step after it is a tool step, and
+// the outputs held stay within what one step may keep. A crash before that
+// commit re-runs the held steps with the same idempotency keys (effect
+// read declares them safe to repeat); their events, costs and trust
+// changes go out once, with the commit that records them. A write step is
+// never held, and held steps are recorded before a write's handler runs
+// (flushBefore), so a write never shares a commit and a completed write
+// never runs again.
+func (x *execution) mayHold(s *agent.Step, outBytes int) bool {
+	if s.Kind != agent.ToolStep || x.run.Cursor+1 >= len(x.agent.Steps) {
+		return false
+	}
+	t, ok := x.agent.Tool(s.Tool)
+	if !ok || t.Effect != agent.EffectRead || x.agent.Steps[x.run.Cursor+1].Kind != agent.ToolStep {
+		return false
+	}
+	return x.heldBytes+outBytes <= x.e.cfg.MaxOutputInline
+}
+
+// flushBefore records the held steps before tool's handler runs if tool is
+// a write, or if its call could outlast the lease this execution's last
+// write took (the lease covers the longest call between two writes, with
+// half its margin to spare).
+func (x *execution) flushBefore(ctx context.Context, tool *agent.Tool) error {
+	if len(x.held) == 0 {
+		return nil
+	}
+	if tool.Effect == agent.EffectRead && x.e.now().Add(tool.Timeout+x.e.cfg.LeaseMargin/2).Before(x.run.LeaseUntil) {
+		return nil
+	}
+	return x.commit(ctx, x.run, nil, nil)
 }
 
 // requeue puts the run back in the queue to try the current step again, and
@@ -650,17 +696,24 @@ func (x *execution) fail(ctx context.Context, step, code, msg string) error {
 	return errStop
 }
 
-// commit writes the run's next state with the pending events, conditional on
-// the version this worker holds. Losing the condition means the run changed
-// under the worker (cancelled, or the lease was taken over): errStop.
+// commit writes the run's next state with the pending events and the held
+// steps (and step, if set), conditional on the version this worker holds.
+// Losing the condition means the run changed under the worker (cancelled,
+// or the lease was taken over): errStop, and the held steps are lost with
+// it, to be run again by whoever holds the run next.
 func (x *execution) commit(ctx context.Context, next store.Run, step *store.Step, a *approvals.Approval) error {
 	now := x.e.now()
 	next.UpdatedAt = now
-	x.secrets.redactCommit(&next, step, a, x.pending)
+	steps := x.held
+	if step != nil {
+		steps = append(steps, *step)
+	}
+	x.held, x.heldBytes = nil, 0
+	x.secrets.redactCommit(&next, steps, a, x.pending)
 	if next.Status == store.RunRunning {
 		next.LeaseUntil = now.Add(x.lease)
 	}
-	r, err := x.e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: x.pending, Step: step, Approval: a})
+	r, err := x.e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: x.pending, Steps: steps, Approval: a})
 	if errors.Is(err, store.ErrConflict) {
 		return errStop
 	}

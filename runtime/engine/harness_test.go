@@ -84,6 +84,9 @@ export async function boom(input, context) {
 //   - reviews: fetchReviews (external) → note (write, no approval)
 //   - relay: relay (markUntrusted) → note
 //   - rules: policy rules (deny, ask when, allow)
+//   - batch: two reads (the second records a cost), a gated write, an
+//     ungated write, a read, an ungated write
+//   - failing: spend (read) → boom (read, throws)
 const config = `{
   "agents": {
     "refunds": {
@@ -146,6 +149,22 @@ const config = `{
       "steps": [
         { "id": "note", "tool": "addNote", "input": { "text": "$input.text" } },
         { "id": "refund", "tool": "refundOrder", "input": { "amount": "$input.amount" } }
+      ]
+    },
+    "batch": {
+      "tools": {
+        "listOrders": { "effect": "read" },
+        "spend": { "effect": "read" },
+        "refundOrder": { "effect": "write", "requiresApproval": true },
+        "addNote": { "effect": "write" }
+      },
+      "steps": [
+        { "id": "a", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "b", "tool": "spend", "input": {} },
+        { "id": "c", "tool": "refundOrder", "input": { "amount": 5 } },
+        { "id": "d", "tool": "addNote", "input": { "text": "refunded" } },
+        { "id": "e", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "f", "tool": "addNote", "input": { "text": "listed" } }
       ]
     },
     "failing": {

@@ -312,10 +312,10 @@ func (s *secretSet) redactRaw(raw json.RawMessage) json.RawMessage {
 }
 
 // redactCommit removes the secrets from everything a commit records: the
-// run's error, output and step state, the step's output and the events.
+// run's error, output and step state, the steps' outputs and the events.
 // The approval's input is bound by its digest and left as is; its
 // approval.requested event is redacted.
-func (s *secretSet) redactCommit(r *store.Run, step *store.Step, _ *approvals.Approval, events []store.Event) {
+func (s *secretSet) redactCommit(r *store.Run, steps []store.Step, _ *approvals.Approval, events []store.Event) {
 	if len(s.vals) == 0 {
 		return
 	}
@@ -326,8 +326,8 @@ func (s *secretSet) redactCommit(r *store.Run, step *store.Step, _ *approvals.Ap
 	}
 	r.Output = s.redactRaw(r.Output)
 	r.StepState = s.redactRaw(r.StepState)
-	if step != nil {
-		step.Output = s.redactRaw(step.Output)
+	for i := range steps {
+		steps[i].Output = s.redactRaw(steps[i].Output)
 	}
 	for i := range events {
 		events[i].Data = s.redactRaw(events[i].Data)

@@ -171,8 +171,10 @@ func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, er
 		if old.Version != c.Run.Version {
 			return store.ErrConflict
 		}
-		if c.Step != nil && exists(tx, bSteps, key(u64(uint64(c.Step.Index)), id)) {
-			return store.ErrConflict
+		for _, st := range c.Steps {
+			if exists(tx, bSteps, key(u64(uint64(st.Index)), id)) {
+				return store.ErrConflict
+			}
 		}
 		if c.Approval != nil && exists(tx, bApprovals, []byte(c.Approval.ID)) {
 			return store.ErrExists
@@ -183,8 +185,7 @@ func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, er
 		if r.LastSeq, err = appendEvents(tx, id, old.LastSeq, c.Events); err != nil {
 			return err
 		}
-		if c.Step != nil {
-			st := *c.Step
+		for _, st := range c.Steps {
 			st.RunID = id
 			if err := put(tx, bSteps, key(u64(uint64(st.Index)), id), st); err != nil {
 				return err

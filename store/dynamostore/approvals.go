@@ -542,11 +542,7 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		}
 		e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aVersion), e.n(aVersion), e.v(avN(1))))
 		if n := len(p.Events); n > 0 {
-			tl, tn, tb, zero := e.n(aTail), e.n(aTailN), e.n(aTailBytes), e.v(avN(0))
-			e.SetExpr(fmt.Sprintf("%s = list_append(if_not_exists(%s, %s), %s)", tl, tl,
-				e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{}}), e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{avB(batch)}})))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tn, tn, zero, e.v(avN(int64(n)))))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tb, tb, zero, e.v(avN(int64(len(batch))))))
+			appendTail(e, avB(batch), n, len(batch))
 			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
 		s.stallClauses(e, a.RunID, p.RunStatus, p.LeaseUntil, force)

@@ -35,10 +35,21 @@ func storedEvents(es []store.Event) []storedEvent {
 	return out
 }
 
-// commitBody is the payload of a commit item.
+// commitBody is the payload of a commit item: its events and the steps it
+// records. Items written before read steps could share a commit hold one
+// step under "st"; steps() reads both.
 type commitBody struct {
 	Events []storedEvent `json:"e,omitempty"`
+	Steps  []store.Step  `json:"sts,omitempty"`
 	Step   *store.Step   `json:"st,omitempty"`
+}
+
+// steps returns the steps the item records.
+func (b commitBody) steps() []store.Step {
+	if b.Step != nil {
+		return append([]store.Step{*b.Step}, b.Steps...)
+	}
+	return b.Steps
 }
 
 // Attributes of a commit item: the version whose write made it (a put may
@@ -64,7 +75,7 @@ var errTailFull = errors.New("event tail full")
 //     that one UpdateItem.
 //   - Otherwise the run is read, then (for an approval) its previous approval
 //     item is settled and the new one put, then the tail plus the events plus
-//     the step are put as one commit item, and then the run is updated on
+//     the steps are put as one commit item, and then the run is updated on
 //     the version read. An approval whose run update lost is deleted again;
 //     a commit item whose run update lost stays invisible.
 func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
@@ -83,7 +94,7 @@ func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, er
 		it  item
 		err error
 	)
-	if c.Step == nil && c.Approval == nil && len(batch) <= s.tailBytes {
+	if len(c.Steps) == 0 && c.Approval == nil && len(batch) <= s.tailBytes {
 		it, err = s.commitTail(ctx, c, batch)
 	} else {
 		err = errTailFull
@@ -97,9 +108,9 @@ func (s *Store) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, er
 	return s.runFromItem(ctx, it)
 }
 
-// versionJudge judges a lost run update: missing, stale, or (with step) the
-// step is recorded already.
-func versionJudge(version int64, step *store.Step, more judge) judge {
+// versionJudge judges a lost run update: missing, stale, or one of steps is
+// recorded already.
+func versionJudge(version int64, steps []store.Step, more judge) judge {
 	return func(old item) error {
 		if old == nil {
 			return store.ErrNotFound
@@ -107,8 +118,10 @@ func versionJudge(version int64, step *store.Step, more judge) judge {
 		if getN(old, aVersion) != version {
 			return store.ErrConflict
 		}
-		if step != nil && stepRecorded(old, step.Index) {
-			return store.ErrConflict
+		for _, st := range steps {
+			if stepRecorded(old, st.Index) {
+				return store.ErrConflict
+			}
 		}
 		if more != nil {
 			return more(old)
@@ -152,13 +165,9 @@ func (s *Store) commitTail(ctx context.Context, c store.RunCommit, batch []byte)
 		}
 		e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aVersion), e.n(aVersion), e.v(avN(1))))
 		if n := len(c.Events); n > 0 {
-			tb, tn := e.n(aTailBytes), e.n(aTailN)
+			tb := e.n(aTailBytes)
 			e.Cond(fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s", tb, tb, e.v(avN(int64(s.tailBytes-len(batch))))))
-			tl, zero := e.n(aTail), e.v(avN(0))
-			e.SetExpr(fmt.Sprintf("%s = list_append(if_not_exists(%s, %s), %s)", tl, tl,
-				e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{}}), e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{avB(batch)}})))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tn, tn, zero, e.v(avN(int64(n)))))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tb, tb, zero, e.v(avN(int64(len(batch))))))
+			appendTail(e, avB(batch), n, len(batch))
 			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
 		s.stallClauses(e, c.Run.ID, c.Run.Status, c.Run.LeaseUntil, force)
@@ -179,17 +188,16 @@ func (s *Store) commitTail(ctx context.Context, c store.RunCommit, batch []byte)
 	return it, err
 }
 
-// commitFlush is the commit that writes other items: see CommitRun.
+// commitFlush is the commit that writes other items (see CommitRun): read
+// the run, write the approval and the commit item, then the commit point.
 func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error) {
-	id := c.Run.ID
-	old, err := s.getItem(ctx, runKey(id))
+	old, err := s.getItem(ctx, runKey(c.Run.ID))
 	if err != nil {
 		return nil, err
 	}
-	if err := versionJudge(c.Run.Version, c.Step, nil)(old); err != nil {
+	if err := versionJudge(c.Run.Version, c.Steps, nil)(old); err != nil {
 		return nil, err
 	}
-	target := c.Run.Version + 1
 	// The ttl of the items this commit writes; renewed on the run's other
 	// items first when it runs short.
 	keep, renewed, err := s.keepFor(ctx, old, c)
@@ -200,95 +208,127 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 	if s.retention <= 0 {
 		ttl = 0 // a store without Retention writes no ttl on new items
 	}
-
-	lastSeq := getN(old, aLastSeq)
-	tailN := getN(old, aTailN)
-	firstSeq := lastSeq - tailN + 1
-	// A commit that creates an approval and records no step keeps its events
-	// in the approval item, and the run's tail refers to them there: that
-	// item is written anyway, and its input is what the events repeat. Such
-	// a commit writes no commit item.
-	inApproval := c.Approval != nil && c.Step == nil
-
-	// The approval: settle the one it replaces, then put the new one.
-	if a := c.Approval; a != nil {
-		if err := s.settlePrevious(ctx, old); err != nil {
-			return nil, err
-		}
-		var evs []storedEvent
-		if inApproval {
-			evs = storedEvents(c.Events)
-		}
-		if err := s.putApproval(ctx, *a, evs, ttl); err != nil {
-			return nil, err
-		}
+	undo, err := s.flushApproval(ctx, old, c, ttl)
+	if err != nil {
+		return nil, err
 	}
-	created := c.Approval != nil
-	undo := func() {
-		if created {
-			// Best effort: an approval the run never took is invisible anyway
-			// (see resolveApproval).
-			_, _ = s.db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: &s.table, Key: approvalKey(c.Approval.ID)}, s.callOpts...)
-		}
+	sk, err := s.putCommitItem(ctx, old, c, ttl)
+	if err != nil {
+		undo()
+		return nil, err
 	}
+	var renew int64
+	if renewed {
+		renew = keep
+	}
+	it, err := s.commitPoint(ctx, old, c, sk, renew)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		// The condition failed: the run did not take the approval. (After
+		// any other error the update may have been applied; the approval is
+		// left, and is invisible if it was not.)
+		undo()
+	}
+	return it, err
+}
 
-	// The commit item: the tail, the events and the step.
-	var step *store.Step
-	if c.Step != nil {
-		st := *c.Step
+// eventsInApproval: a commit that creates an approval and records no step
+// keeps its events in the approval item, and the run's tail refers to them
+// there: that item is written anyway, and its input is what the events
+// repeat. Such a commit writes no commit item.
+func eventsInApproval(c store.RunCommit) bool { return c.Approval != nil && len(c.Steps) == 0 }
+
+// flushApproval settles the approval the commit's new one replaces and puts
+// the new one. undo deletes it again, for a commit point that lost.
+func (s *Store) flushApproval(ctx context.Context, old item, c store.RunCommit, ttl int64) (undo func(), err error) {
+	a := c.Approval
+	if a == nil {
+		return func() {}, nil
+	}
+	if err := s.settlePrevious(ctx, old); err != nil {
+		return nil, err
+	}
+	var evs []storedEvent
+	if eventsInApproval(c) {
+		evs = storedEvents(c.Events)
+	}
+	if err := s.putApproval(ctx, *a, evs, ttl); err != nil {
+		return nil, err
+	}
+	return func() {
+		// Best effort: an approval the run never took is invisible anyway
+		// (see resolveApproval).
+		_, _ = s.db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: &s.table, Key: approvalKey(a.ID)}, s.callOpts...)
+	}, nil
+}
+
+// putCommitItem writes the commit item — the run's tail, the commit's
+// events and its steps — and returns its sort key ("" when the commit
+// writes none). The put may replace only an item of an older version, so a
+// committed batch is never overwritten.
+func (s *Store) putCommitItem(ctx context.Context, old item, c store.RunCommit, ttl int64) (string, error) {
+	id, target := c.Run.ID, c.Run.Version+1
+	if eventsInApproval(c) {
+		return "", nil
+	}
+	tail, err := s.tailEvents(ctx, old)
+	if err != nil {
+		return "", err
+	}
+	body := commitBody{Events: append(tail, storedEvents(c.Events)...)}
+	for _, st := range c.Steps {
 		st.RunID = id
-		step = &st
+		body.Steps = append(body.Steps, st)
 	}
-	sk := ""
-	if !inApproval {
-		tail, err := s.tailEvents(ctx, old)
-		if err != nil {
-			undo()
-			return nil, err
-		}
-		body := commitBody{Events: append(tail, storedEvents(c.Events)...), Step: step}
-		switch {
-		case len(body.Events) > 0:
-			sk = eventsSK(firstSeq)
-		case step != nil:
-			sk = stepSK(step.Index)
-		}
-		if sk != "" {
-			p, err := s.encode(ctx, fmt.Sprintf("commit %d of run %s", target, id), body)
-			if err != nil {
-				undo()
-				return nil, err
-			}
-			ci := key(runPK(id), sk)
-			ci[aItemVersion] = avN(target)
-			ci[aItemEvents] = avN(int64(len(body.Events)))
-			ci[aBody] = avB(p)
-			setTTL(ci, ttl)
-			token := writeToken()
-			ci[aWriteToken] = avS(token)
-			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName:                           &s.table,
-				Item:                                ci,
-				ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #ver < :ver"),
-				ExpressionAttributeNames:            map[string]string{"#pk": AttrPK, "#ver": aItemVersion},
-				ExpressionAttributeValues:           map[string]types.AttributeValue{":ver": avN(target)},
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}, s.callOpts...)
-			err = ownWrite(interpretError(err, func(old item) error {
-				if old != nil && getS(old, aWriteToken) == token {
-					return errApplied // a retry of this put, whose answer was lost
-				}
-				return nil
-			}))
-			if err != nil {
-				// Another writer of the same version got there first.
-				undo()
-				return nil, err
-			}
-		}
+	var sk string
+	switch {
+	case len(body.Events) > 0:
+		lastSeq, tailN := getN(old, aLastSeq), getN(old, aTailN)
+		sk = eventsSK(lastSeq - tailN + 1)
+	case len(body.Steps) > 0:
+		sk = stepSK(body.Steps[0].Index)
+	default:
+		return "", nil
 	}
+	p, err := s.encode(ctx, fmt.Sprintf("commit %d of run %s", target, id), body)
+	if err != nil {
+		return "", err
+	}
+	ci := key(runPK(id), sk)
+	ci[aItemVersion] = avN(target)
+	ci[aItemEvents] = avN(int64(len(body.Events)))
+	ci[aBody] = avB(p)
+	setTTL(ci, ttl)
+	token := writeToken()
+	ci[aWriteToken] = avS(token)
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           &s.table,
+		Item:                                ci,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #ver < :ver"),
+		ExpressionAttributeNames:            map[string]string{"#pk": AttrPK, "#ver": aItemVersion},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":ver": avN(target)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, s.callOpts...)
+	err = ownWrite(interpretError(err, func(old item) error {
+		if old != nil && getS(old, aWriteToken) == token {
+			return errApplied // a retry of this put, whose answer was lost
+		}
+		return nil
+	}))
+	if err != nil {
+		// Another writer of the same version got there first.
+		return "", err
+	}
+	return sk, nil
+}
 
-	// The commit point.
+// commitPoint is a flush's conditional update of the run item, on the
+// version read: the run's state, its tail emptied into the commit item sk
+// (or, for eventsInApproval, a reference to the approval appended), its
+// steps mapped to sk, the new approval in its slot, and (renew > 0) the
+// renewed keep ttl.
+func (s *Store) commitPoint(ctx context.Context, old item, c store.RunCommit, sk string, renew int64) (item, error) {
+	id := c.Run.ID
+	lastSeq := getN(old, aLastSeq)
 	write := func(force bool) (item, error) {
 		e := newExpr()
 		e.Cond("attribute_exists(" + e.n(AttrPK) + ")")
@@ -296,24 +336,20 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 		if err := s.setRun(ctx, e, c.Run); err != nil {
 			return nil, err
 		}
-		e.Set(aVersion, avN(target))
+		e.Set(aVersion, avN(c.Run.Version+1))
 		e.Set(aLastSeq, avN(lastSeq+int64(len(c.Events))))
-		if renewed {
-			e.Set(aKeep, avN(keep))
+		if renew > 0 {
+			e.Set(aKeep, avN(renew))
 		}
 		switch {
-		case !inApproval:
+		case !eventsInApproval(c):
 			e.Remove(aTail, aTailN, aTailBytes)
 		case len(c.Events) > 0:
 			ref := "A#" + c.Approval.ID
-			tl, tn, tb, zero := e.n(aTail), e.n(aTailN), e.n(aTailBytes), e.v(avN(0))
-			e.SetExpr(fmt.Sprintf("%s = list_append(if_not_exists(%s, %s), %s)", tl, tl,
-				e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{}}), e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{avS(ref)}})))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tn, tn, zero, e.v(avN(int64(len(c.Events))))))
-			e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tb, tb, zero, e.v(avN(int64(len(ref))))))
+			appendTail(e, avS(ref), len(c.Events), len(ref))
 		}
-		if step != nil {
-			path := e.nested(aSteps, strconv.Itoa(step.Index))
+		for _, st := range c.Steps {
+			path := e.nested(aSteps, strconv.Itoa(st.Index))
 			e.Cond("attribute_not_exists(" + path + ")")
 			e.SetExpr(path + " = " + e.v(avS(sk)))
 		}
@@ -321,7 +357,7 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 			s.slotClauses(e, *a)
 		}
 		s.stallClauses(e, id, c.Run.Status, c.Run.LeaseUntil, force)
-		return s.runUpdate(ctx, id, e, versionJudge(c.Run.Version, step, func(old item) error {
+		return s.runUpdate(ctx, id, e, versionJudge(c.Run.Version, c.Steps, func(old item) error {
 			if boundAbove(old, id, c.Run.LeaseUntil) {
 				return errBoundAbove
 			}
@@ -332,13 +368,17 @@ func (s *Store) commitFlush(ctx context.Context, c store.RunCommit) (item, error
 	if errors.Is(err, errBoundAbove) {
 		it, err = write(true)
 	}
-	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		// The condition failed: the run did not take the approval. (After
-		// any other error the update may have been applied; the approval is
-		// left, and is invisible if it was not.)
-		undo()
-	}
 	return it, err
+}
+
+// appendTail adds the clauses that append v, holding n events in size
+// bytes, to the run item's event tail.
+func appendTail(e *expr, v types.AttributeValue, n, size int) {
+	tl, tn, tb, zero := e.n(aTail), e.n(aTailN), e.n(aTailBytes), e.v(avN(0))
+	e.SetExpr(fmt.Sprintf("%s = list_append(if_not_exists(%s, %s), %s)", tl, tl,
+		e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{}}), e.v(&types.AttributeValueMemberL{Value: []types.AttributeValue{v}})))
+	e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tn, tn, zero, e.v(avN(int64(n)))))
+	e.SetExpr(fmt.Sprintf("%s = if_not_exists(%s, %s) + %s", tb, tb, zero, e.v(avN(int64(size)))))
 }
 
 // tailEvents decodes a run item's event tail: batches (payloads), and
@@ -504,6 +544,8 @@ func (s *Store) steps(ctx context.Context, runID string, want func(int) bool) ([
 	if m == nil {
 		return nil, nil
 	}
+	// Steps that shared a commit share its item: each item is read once.
+	wanted := map[int]bool{}
 	var keys []item
 	for k, v := range m.Value {
 		i, err := strconv.Atoi(k)
@@ -512,10 +554,11 @@ func (s *Store) steps(ctx context.Context, runID string, want func(int) bool) ([
 			return nil, fmt.Errorf("run %s records step %q oddly", runID, k)
 		}
 		if want(i) {
+			wanted[i] = true
 			keys = append(keys, key(runPK(runID), sk.Value))
 		}
 	}
-	its, err := s.batchGet(ctx, keys)
+	its, err := s.batchGet(ctx, dedupe(keys))
 	if err != nil {
 		return nil, err
 	}
@@ -525,13 +568,18 @@ func (s *Store) steps(ctx context.Context, runID string, want func(int) bool) ([
 		if err := s.decode(ctx, getB(it, aBody), &body); err != nil {
 			return nil, err
 		}
-		if body.Step == nil {
+		steps := body.steps()
+		if len(steps) == 0 {
 			return nil, fmt.Errorf("commit item %s of run %s holds no step", getS(it, AttrSK), runID)
 		}
-		out = append(out, *body.Step)
+		for _, st := range steps {
+			if wanted[st.Index] {
+				out = append(out, st)
+			}
+		}
 	}
-	if len(out) != len(keys) {
-		return nil, fmt.Errorf("run %s records %d steps, %d items hold them", runID, len(keys), len(out))
+	if len(out) != len(wanted) {
+		return nil, fmt.Errorf("run %s records %d steps, its items hold %d of them", runID, len(wanted), len(out))
 	}
 	slices.SortFunc(out, func(a, b store.Step) int { return a.Index - b.Index })
 	return out, nil

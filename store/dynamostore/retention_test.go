@@ -153,7 +153,7 @@ func TestRetentionTTL(t *testing.T) {
 	noRunTTL("after a claim")
 	r.Cursor, r.UpdatedAt = 1, at(2*time.Minute)
 	st := store.Step{Index: 0, ID: "lookup", Output: json.RawMessage(`{"order":"o-1"}`), CompletedAt: at(2 * time.Minute)}
-	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Step: &st}); err != nil {
+	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}}); err != nil {
 		t.Fatal(err)
 	}
 	noRunTTL("after a step")
@@ -190,7 +190,7 @@ func TestRetentionTTL(t *testing.T) {
 	r.Cursor, r.Status, r.UpdatedAt, r.FinishedAt = 2, store.RunSucceeded, finished, finished
 	r.LeaseOwner, r.LeaseUntil, r.Output = "", time.Time{}, json.RawMessage(`{"ok":true}`)
 	st = store.Step{Index: 1, ID: "apply", Output: json.RawMessage(`{"ok":true}`), CompletedAt: finished}
-	if _, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed"), ev("run.succeeded")}, Step: &st}); err != nil {
+	if _, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed"), ev("run.succeeded")}, Steps: []store.Step{st}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := ttl(run()), finished.Add(retention).Unix(); got != want {
@@ -275,7 +275,7 @@ func TestRetentionTerminalWrites(t *testing.T) {
 	r.Cursor, r.Status, r.UpdatedAt, r.FinishedAt = 1, store.RunFailed, at(4*time.Minute), at(4*time.Minute)
 	r.Error = &store.RunError{Code: "handler-error", Message: "boom"}
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"error":"boom"}`), CompletedAt: at(4 * time.Minute)}
-	if _, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.failed")}, Step: &st}); err != nil {
+	if _, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.failed")}, Steps: []store.Step{st}}); err != nil {
 		t.Fatal(err)
 	}
 	wantTTL("failed", at(4*time.Minute))
@@ -333,7 +333,7 @@ func TestRetentionRenewsLongRuns(t *testing.T) {
 	first := keepOf()
 	r.Status, r.Cursor, r.UpdatedAt = store.RunRunning, 1, at(time.Minute)
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}
-	r, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Step: &st})
+	r, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestRetentionRenewsLongRuns(t *testing.T) {
 	}
 	r.Cursor, r.UpdatedAt, r.LeaseUntil = 2, at(40*day), at(40*day+5*time.Minute)
 	st = store.Step{Index: 1, ID: "s1", Output: json.RawMessage(`{}`)}
-	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Step: &st}); err != nil {
+	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}}); err != nil {
 		t.Fatal(err)
 	}
 	second := keepOf()
@@ -393,7 +393,7 @@ func TestRetentionNone(t *testing.T) {
 	a := pendingApproval("apr1", "r1", t0, t0.Add(time.Hour))
 	r.Status, r.ApprovalID = store.RunAwaitingApproval, "apr1"
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}
-	if _, err := s.CommitRun(ctx, store.RunCommit{Run: r, Approval: &a, Step: &st, Events: []store.Event{ev("approval.requested")}}); err != nil {
+	if _, err := s.CommitRun(ctx, store.RunCommit{Run: r, Approval: &a, Steps: []store.Step{st}, Events: []store.Event{ev("approval.requested")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.DecideApproval(ctx, store.DecideParams{
@@ -447,7 +447,7 @@ func TestRetentionOnlyRuns(t *testing.T) {
 		r.IdempotencyKey = "idem-" + strconv.Itoa(i)
 		r = mustCreate(t, s, r, ev("run.created"))
 		r.Cursor, r.Status, r.UpdatedAt = 1, status, t0.Add(time.Minute)
-		c := store.RunCommit{Run: r, Step: &store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}, Events: []store.Event{ev("step.completed")}}
+		c := store.RunCommit{Run: r, Steps: []store.Step{{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}}, Events: []store.Event{ev("step.completed")}}
 		if status == store.RunAwaitingApproval {
 			a := pendingApproval("apr"+strconv.Itoa(i), r.ID, t0, t0.Add(time.Hour))
 			c.Approval, c.Run.ApprovalID = &a, a.ID
@@ -566,7 +566,7 @@ func TestRetentionSwitchedOff(t *testing.T) {
 	}
 	r.Status, r.Cursor, r.UpdatedAt, r.LeaseUntil = store.RunRunning, 1, t0.Add(50*day), t0.Add(50*day)
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}
-	if _, err := off.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Step: &st}); err != nil {
+	if _, err := off.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}}); err != nil {
 		t.Fatal(err)
 	}
 	// Retention is 0 now: the horizon plus two keep windows.

@@ -212,7 +212,7 @@ func TestLargeOutputSpills(t *testing.T) {
 			st := store.Step{Index: 0, ID: "s0", Output: big, CompletedAt: t0}
 			done := ev("step.completed")
 			done.Data = json.RawMessage(`{"output":` + string(big) + `}`)
-			got, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{done}, Step: &st})
+			got, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{done}, Steps: []store.Step{st}})
 			if err != nil {
 				t.Fatalf("commit a 300 KB output: %v", err)
 			}
@@ -241,7 +241,7 @@ func TestLargeOutputSpills(t *testing.T) {
 		next := r
 		next.Cursor = 1
 		st := store.Step{Index: 0, ID: "s0", Output: big, CompletedAt: t0}
-		_, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("step.completed")}, Step: &st})
+		_, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}})
 		var tl *dynamostore.TooLargeError
 		if !errors.As(err, &tl) || tl.Size < 300<<10 || tl.Limit != dynamostore.DefaultInlineCap {
 			t.Fatalf("commit a 300 KB output without a blob store: got %v, want *TooLargeError", err)
@@ -314,7 +314,7 @@ func TestLostRunUpdateLeavesNothing(t *testing.T) {
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"lost":true}`)}
 	a := approvals.Approval{ID: "apr1", ProjectID: "p1", RunID: "r1", Status: approvals.Pending, Input: json.RawMessage(`{}`), RequestedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 	lost.Status, lost.ApprovalID = store.RunAwaitingApproval, "apr1"
-	if _, err := s.CommitRun(ctx, store.RunCommit{Run: lost, Events: []store.Event{ev("lost.1"), ev("lost.2")}, Step: &st, Approval: &a}); err == nil {
+	if _, err := s.CommitRun(ctx, store.RunCommit{Run: lost, Events: []store.Event{ev("lost.1"), ev("lost.2")}, Steps: []store.Step{st}, Approval: &a}); err == nil {
 		t.Fatal("commit with a failing run update: no error")
 	}
 	if f.count("PutItem") < 2 {
@@ -344,7 +344,7 @@ func TestLostRunUpdateLeavesNothing(t *testing.T) {
 	same := r
 	same.Cursor = 1
 	st2 := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"won":true}`)}
-	if _, err := s.CommitRun(ctx, store.RunCommit{Run: same, Events: []store.Event{ev("same")}, Step: &st2}); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.CommitRun(ctx, store.RunCommit{Run: same, Events: []store.Event{ev("same")}, Steps: []store.Step{st2}}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("commit from the dead writer's version: got %v, want ErrConflict", err)
 	}
 	next, err := s.ClaimRun(ctx, store.ClaimParams{RunID: "r1", Owner: "w2", Now: t0.Add(time.Hour), Until: t0.Add(2 * time.Hour)})
@@ -352,7 +352,7 @@ func TestLostRunUpdateLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	next.Cursor = 1
-	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("won")}, Step: &st2})
+	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("won")}, Steps: []store.Step{st2}})
 	if err != nil {
 		t.Fatalf("commit after a lost one and a claim: %v", err)
 	}
@@ -387,7 +387,7 @@ func TestEventsAcrossTailAndItems(t *testing.T) {
 		}
 		c := store.RunCommit{Run: r, Events: batch}
 		if i%5 == 4 {
-			c.Step = &store.Step{Index: i, ID: fmt.Sprintf("s%d", i), Output: json.RawMessage(`{}`)}
+			c.Steps = []store.Step{{Index: i, ID: fmt.Sprintf("s%d", i), Output: json.RawMessage(`{}`)}}
 		}
 		var err error
 		if r, err = s.CommitRun(ctx, c); err != nil {
@@ -733,7 +733,7 @@ func TestLostPutAnswerIsNotAConflict(t *testing.T) {
 	next := r
 	next.Cursor = 1
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"refunded":true}`)}
-	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("step.completed")}, Step: &st})
+	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{ev("step.completed")}, Steps: []store.Step{st}})
 	if err != nil || got.Cursor != 1 {
 		t.Fatalf("commit whose commit-item answer was lost: %+v, %v", got, err)
 	}

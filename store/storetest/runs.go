@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -184,10 +185,10 @@ func testRunSteps(t *testing.T, s store.Store) {
 		st := store.Step{Index: i, ID: fmt.Sprintf("s%d", i), Output: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
 			Costs: store.Costs{TokensInput: int64(i)}, IdempotencyKey: fmt.Sprintf("idem-%d", i), CompletedAt: at(time.Duration(i) * time.Minute)}
 		var err error
-		r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Step: &st})
+		r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Steps: []store.Step{st}})
 		noErr(t, err, "commit step")
 	}
-	_, err := s.CommitRun(ctx, store.RunCommit{Run: other, Step: &store.Step{Index: 7, ID: "s7", Output: json.RawMessage(`{}`)}})
+	_, err := s.CommitRun(ctx, store.RunCommit{Run: other, Steps: []store.Step{{Index: 7, ID: "s7", Output: json.RawMessage(`{}`)}}})
 	noErr(t, err, "commit step of r2")
 
 	got, err := s.GetStep(ctx, "r1", 1)
@@ -216,6 +217,7 @@ var commitTests = []test{
 	{"Commit/Appends", testCommitAppends},
 	{"Commit/StaleVersion", testCommitStaleVersion},
 	{"Commit/StepOnce", testCommitStepOnce},
+	{"Commit/SeveralSteps", testCommitSeveralSteps},
 	{"Commit/Approval", testCommitApproval},
 	{"Commit/KeepsIdentity", testCommitKeepsIdentity},
 	{"Commit/Race", testCommitRace},
@@ -235,7 +237,7 @@ func testCommitAppends(t *testing.T, s store.Store) {
 	next.UpdatedAt = at(time.Minute)
 	next.LastSeq = 99 // ignored: the store counts
 	st := store.Step{Index: 0, ID: "lookup", Output: json.RawMessage(`{"order":"o-1"}`), IdempotencyKey: "idem-0", CompletedAt: at(time.Minute)}
-	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event("step.started"), event("step.completed")}, Step: &st})
+	got, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event("step.started"), event("step.completed")}, Steps: []store.Step{st}})
 	noErr(t, err, "commit run")
 
 	want := next
@@ -273,7 +275,7 @@ func testCommitStaleVersion(t *testing.T, s store.Store) {
 	stale.ApprovalID = "apr1"
 	a := newApproval("apr1", stale, t0, at(time.Hour))
 	st := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{}`)}
-	_, err = s.CommitRun(ctx, store.RunCommit{Run: stale, Events: []store.Event{event("stale")}, Step: &st, Approval: &a})
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: stale, Events: []store.Event{event("stale")}, Steps: []store.Step{st}, Approval: &a})
 	wantErr(t, err, store.ErrConflict, "commit from a stale version")
 
 	same(t, snap(t, s, r), before, "run, events, steps and approvals after a stale commit")
@@ -294,7 +296,7 @@ func testCommitStepOnce(t *testing.T, s store.Store) {
 	r := createRun(t, s, newRun("r1", "p1", t0))
 	first := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"first":true}`), CompletedAt: t0}
 	r.Cursor = 1
-	r, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{event("step.completed")}, Step: &first})
+	r, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{event("step.completed")}, Steps: []store.Step{first}})
 	noErr(t, err, "record step 0")
 	before := snap(t, s, r)
 
@@ -302,12 +304,69 @@ func testCommitStepOnce(t *testing.T, s store.Store) {
 	again := store.Step{Index: 0, ID: "s0", Output: json.RawMessage(`{"first":false}`), CompletedAt: at(time.Minute)}
 	next := r
 	next.Cursor = 2
-	_, err = s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event("step.completed.again")}, Step: &again})
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event("step.completed.again")}, Steps: []store.Step{again}})
 	wantErr(t, err, store.ErrConflict, "record step 0 again")
 	same(t, snap(t, s, r), before, "state after recording a step twice")
 	got, err := s.GetStep(ctx, "r1", 0)
 	noErr(t, err, "get step 0")
 	same(t, got.Output, first.Output, "output of step 0")
+}
+
+// testCommitSeveralSteps: consecutive read steps share one commit; all of
+// them are recorded by it, and none if any one was recorded already.
+func testCommitSeveralSteps(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := createRun(t, s, newRun("r1", "p1", t0))
+	step := func(i int, out string) store.Step {
+		return store.Step{Index: i, ID: fmt.Sprintf("s%d", i), Output: json.RawMessage(out), IdempotencyKey: fmt.Sprintf("idem-%d", i), CompletedAt: at(time.Duration(i) * time.Second)}
+	}
+	next := r
+	next.Cursor = 2
+	r, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event("step.completed"), event("step.completed")},
+		Steps: []store.Step{step(0, `{"a":0}`), step(1, `{"a":1}`)}})
+	noErr(t, err, "record steps 0 and 1 in one commit")
+	eq(t, r.Cursor, 2, "cursor after the commit")
+	steps, err := s.ListSteps(ctx, "r1")
+	noErr(t, err, "list steps")
+	want := []store.Step{step(0, `{"a":0}`), step(1, `{"a":1}`)}
+	for i := range want {
+		want[i].RunID = "r1"
+	}
+	same(t, steps, want, "steps recorded by one commit")
+	got, err := s.GetStep(ctx, "r1", 1)
+	noErr(t, err, "get step 1")
+	same(t, got, want[1], "step 1")
+	before := snap(t, s, r)
+
+	// One of them recorded already: the whole commit is refused.
+	again := r
+	again.Cursor = 3
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: again, Events: []store.Event{event("again")}, Steps: []store.Step{step(1, `{"b":1}`), step(2, `{"b":2}`)}})
+	wantErr(t, err, store.ErrConflict, "record steps 1 and 2 when 1 is recorded")
+	same(t, snap(t, s, r), before, "state after a refused commit of several steps")
+
+	// Out of order or repeated: refused before anything is written.
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: again, Steps: []store.Step{step(3, `{}`), step(2, `{}`)}})
+	if err == nil || errors.Is(err, store.ErrConflict) {
+		t.Fatalf("commit with steps out of order: got %v, want a validation error", err)
+	}
+	same(t, snap(t, s, r), before, "state after a commit with steps out of order")
+
+	// Steps and an approval in one commit (read steps, then a gated step).
+	gated := r
+	gated.Cursor = 4
+	gated.Status = store.RunAwaitingApproval
+	gated.ApprovalID = "apr1"
+	gated.LeaseOwner, gated.LeaseUntil = "", time.Time{}
+	a := newApproval("apr1", gated, at(time.Minute), at(time.Hour))
+	r, err = s.CommitRun(ctx, store.RunCommit{Run: gated, Events: []store.Event{event("step.completed"), event("step.completed"), event("approval.requested")},
+		Steps: []store.Step{step(2, `{"c":2}`), step(3, `{"c":3}`)}, Approval: &a})
+	noErr(t, err, "record steps 2 and 3 with an approval")
+	steps, err = s.ListSteps(ctx, "r1")
+	noErr(t, err, "list steps")
+	eq(t, len(steps), 4, "steps after the second commit")
+	same(t, getApproval(t, s, "apr1"), a, "approval created with the steps")
+	eq(t, len(events(t, s, "r1")), 5, "events after both commits")
 }
 
 func testCommitApproval(t *testing.T, s store.Store) {
