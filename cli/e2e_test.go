@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -275,14 +276,25 @@ type server struct {
 	done chan error
 }
 
+// devReadyLine is the last line `stead dev` prints once it is set up (its
+// project, the CLI config, the example deployed), just before it serves;
+// with --json it prints one JSON line instead.
+const devReadyLine = "Press Ctrl-C to stop."
+
 // startServer starts `stead dev --example` with a 200ms sweep interval;
-// flags are appended (a flag given again takes the later value).
+// flags are appended (a flag given again takes the later value). It returns
+// once the server has printed its ready line, which has reached s.out, and
+// answers /healthz.
 func (e *e2e) startServer(addr, data string, flags ...string) *server {
 	e.t.Helper()
 	args := append([]string{"dev", "--addr", addr, "--data", data, "--example", "--sweep-interval", "200ms", "--log-level", "warn"}, flags...)
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.env(nil)
-	s := &server{cmd: cmd, out: &syncBuffer{}, errb: &syncBuffer{}, done: make(chan error, 1)}
+	isReady := func(line string) bool { return line == devReadyLine }
+	if slices.Contains(flags, "--json") {
+		isReady = func(string) bool { return true }
+	}
+	s := &server{cmd: cmd, out: newSyncBuffer(isReady), errb: newSyncBuffer(nil), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.out, s.errb
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -295,6 +307,16 @@ func (e *e2e) startServer(addr, data string, flags ...string) *server {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
+	// The output is copied from the pipe by os/exec's goroutine, so the
+	// server answering /healthz does not mean its output has arrived: wait
+	// for the ready line itself.
+	select {
+	case <-s.out.ready:
+	case err := <-s.done:
+		e.t.Fatalf("stead dev exited early (%v)\nstdout:\n%s\nstderr:\n%s", err, s.out, s.errb)
+	case <-time.After(time.Until(deadline)):
+		e.t.Fatalf("stead dev did not print %q in time\nstdout:\n%s\nstderr:\n%s", devReadyLine, s.out, s.errb)
+	}
 	client := &http.Client{Timeout: time.Second}
 	for {
 		resp, err := client.Get("http://" + addr + "/healthz")
@@ -334,15 +356,39 @@ func (s *server) stop(t testing.TB) {
 	}
 }
 
+// syncBuffer collects a process's output, which os/exec's goroutine copies
+// from the pipe while the test reads it: the mutex orders the two. ready is
+// closed once a whole line for which isReady holds has been written.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	scanned int // b's bytes up to here are whole lines already checked
+	isReady func(line string) bool
+	ready   chan struct{}
+}
+
+// newSyncBuffer returns an empty buffer; a nil isReady never closes ready.
+func newSyncBuffer(isReady func(line string) bool) *syncBuffer {
+	return &syncBuffer{isReady: isReady, ready: make(chan struct{})}
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.Write(p)
+	n, err := b.b.Write(p)
+	for b.isReady != nil {
+		rest := b.b.Bytes()[b.scanned:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		b.scanned += i + 1
+		if b.isReady(string(rest[:i])) {
+			close(b.ready)
+			b.isReady = nil
+		}
+	}
+	return n, err
 }
 
 func (b *syncBuffer) String() string {
