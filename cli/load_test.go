@@ -24,12 +24,14 @@ import (
 // from /proc.
 
 // loadHandlers and loadConfig are the agents the benchmark and the soak
-// deploy: a 3-step ungated agent, a gated one (a read, then a write that
+// deploy: a 3-step ungated agent of three reads (which share one commit),
+// a gated one (a read, then a write that
 // needs approval), and hostile handlers whose runs must fail with the
 // sandbox's codes.
 const loadHandlers = `
 export async function lookup(input, context) { return { id: input.id, user: context.endUserId, amount: 12 } }
 export async function enrich(input) { return { ...input.order, tier: "gold" } }
+export async function price(input) { return { order: input.order.id, total: input.order.amount * 1.2 } }
 export async function apply(input) { return { applied: true, order: input.order.id } }
 export async function deepParse() { return JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); }
 export async function busy() { for (;;) {} }
@@ -39,11 +41,11 @@ export async function growString() { let s = "x"; for (;;) s += s + "y"; }
 const loadConfig = `{
   "agents": {
     "ungated": {
-      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" }, "apply": { "effect": "write" } },
+      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" }, "price": { "effect": "read" } },
       "steps": [
         { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id" } },
         { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
-        { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
+        { "id": "price", "tool": "price", "input": { "order": "$steps.enrich.output" } }
       ]
     },
     "gated": {
