@@ -399,8 +399,8 @@ type RunCommit struct {
 	// assigns their Seq and RunID.
 	Events []Event
 	// Steps are completed steps to record, in index order: usually none or
-	// one; consecutive read steps may share a commit (see the engine's
-	// package doc). ErrConflict if any of them is already recorded; nothing
+	// one; consecutive read steps may share a commit (the engine's
+	// "Read steps"). ErrConflict if any of them is already recorded; nothing
 	// is written then.
 	Steps []Step
 	// Approval, if set, is a new pending approval of this run to create with

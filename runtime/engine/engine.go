@@ -5,12 +5,14 @@
 // engine runs in `stead dev` (bbolt, an in-process worker pool, a ticker)
 // and on AWS (DynamoDB, async Lambda invokes, a scheduled sweeper).
 //
-// Invariants the engine keeps (see DESIGN.md):
+// Invariants the engine keeps:
 //   - Policy is decided before any side effect; the approval gate is per tool
 //     call, not per step.
 //   - What runs after approval is exactly the approved input, bound by digest.
-//   - A completed step never runs again; a step that may have started before
-//     a crash is re-run with the same idempotency key (at-least-once).
+//   - A completed write step never runs again; a step that may have started
+//     before a crash is re-run with the same idempotency key
+//     (at-least-once). Consecutive read steps may share one commit (see
+//     Read steps below), so a crash may re-run reads that had finished.
 //   - Trust only goes down.
 //   - Every write that moves a run is conditional on its version or lease.
 //
@@ -30,6 +32,18 @@
 // and a completed call never runs again. With onDecline "tell-model", Decide
 // and the sweeper queue the run instead of failing it, and the model is told
 // the call was declined or expired.
+//
+// # Read steps
+//
+// A completed step of a read tool is held, not recorded, while the step
+// after it is a tool step: it goes out with the run's next commit, so
+// consecutive read steps cost one write (execution.mayHold). The held
+// steps are recorded before a write's handler runs and before a call that
+// could outlast the lease (flushBefore); a write step is recorded on its
+// own. A crash before the commit loses the held steps: whoever claims the
+// run next runs them again, with the same idempotency keys, and their
+// events, costs and trust changes are written once, by the commit that
+// records them.
 //
 // # Costs
 //
