@@ -148,18 +148,6 @@ func syntaxProblem(data []byte, err error) error {
 	return &ConfigError{Problems: []Problem{p}}
 }
 
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
 // lineColumn turns a byte offset into a 1-based line and column, the column
 // counted in characters.
 func lineColumn(data []byte, off int) (line, col int) {
@@ -186,103 +174,67 @@ type placed struct {
 	off int
 }
 
-// scanPositions walks a document that decodeJSON has already accepted (so
-// the depth is bounded).
+// scanPositions walks a document that decodeJSON has already accepted with
+// jsontext's decoder, which gives each token's end offset and JSON pointer;
+// a value's start is its end less its length, a bracket's one byte before.
 func scanPositions(data []byte) *positions {
 	p := &positions{data: data, at: map[string]int{}, spans: map[string][2]int{}}
-	i := skipSpace(data, 0)
-	p.at[""] = i
-	p.value(i, "")
-	return p
-}
-
-// value scans the value starting at i and returns the offset after it.
-func (p *positions) value(i int, ptr string) int {
-	end := p.scan(i, ptr)
-	p.spans[ptr] = [2]int{i, end}
-	return end
-}
-
-func (p *positions) scan(i int, ptr string) int {
-	d := p.data
-	if i >= len(d) {
-		return i
+	d := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
+	type open struct {
+		start int
+		keys  map[string]int // an object's: key → offset of its first occurrence
 	}
-	switch d[i] {
-	case '{':
-		seen := map[string]int{}
-		i = skipSpace(d, i+1)
-		if i < len(d) && d[i] == '}' {
-			return i + 1
+	var stack []open
+	for {
+		// in is what the next token is read in (an object, an array or
+		// nothing) and n what it holds so far, keys and values counted
+		// apart: an object's next token is a key when n is even.
+		in, n := d.StackIndex(d.StackDepth())
+		next := d.PeekKind()
+		var raw jsontext.Value
+		var err error
+		switch next {
+		case 0: // the end: the document was accepted, so not an error
+			return p
+		case '{', '[', '}', ']':
+			_, err = d.ReadToken()
+		default:
+			raw, err = d.ReadValue()
 		}
-		for i < len(d) {
-			keyStart := i
-			end := p.stringEnd(i)
-			k, _ := jsontext.AppendUnquote(nil, d[i:end])
-			key := string(k)
-			kptr := child(ptr, key)
-			if first, dup := seen[key]; dup {
-				line, col := lineColumn(d, first)
+		if err != nil {
+			return p
+		}
+		end := int(d.InputOffset())
+		start := end - max(len(raw), 1)
+		ptr := string(d.StackPointer())
+		switch {
+		case next == '}' || next == ']':
+			p.spans[ptr] = [2]int{stack[len(stack)-1].start, end}
+			stack = stack[:len(stack)-1]
+		case in == '{' && n%2 == 0: // a key
+			keys := stack[len(stack)-1].keys
+			key := jsontext.Pointer(ptr).LastToken()
+			if first, dup := keys[key]; dup {
+				line, col := lineColumn(data, first)
 				p.duplicates = append(p.duplicates, placed{Problem{
-					Pointer: kptr,
+					Pointer: ptr,
 					Message: fmt.Sprintf("duplicate key %q (first at line %d, column %d); a key may appear once in an object, so remove one of them", key, line, col),
-				}, keyStart})
+				}, start})
 			} else {
-				seen[key] = keyStart
-				p.at[kptr] = keyStart
+				keys[key] = start
+				p.at[ptr] = start
 			}
-			i = skipSpace(d, end)
-			i = skipSpace(d, i+1) // ':'
-			i = skipSpace(d, p.value(i, kptr))
-			if i < len(d) && d[i] == ',' {
-				i = skipSpace(d, i+1)
-				continue
+		default: // a value: a member's (placed at its key), an element or the document
+			if in != '{' {
+				p.at[ptr] = start
 			}
-			return i + 1 // '}'
-		}
-		return i
-	case '[':
-		i = skipSpace(d, i+1)
-		if i < len(d) && d[i] == ']' {
-			return i + 1
-		}
-		for n := 0; i < len(d); n++ {
-			eptr := child(ptr, strconv.Itoa(n))
-			p.at[eptr] = i
-			i = skipSpace(d, p.value(i, eptr))
-			if i < len(d) && d[i] == ',' {
-				i = skipSpace(d, i+1)
-				continue
+			if next == '{' || next == '[' {
+				stack = append(stack, open{start: start, keys: map[string]int{}})
+			} else {
+				p.spans[ptr] = [2]int{start, end}
 			}
-			return i + 1 // ']'
-		}
-		return i
-	case '"':
-		return p.stringEnd(i)
-	default: // number, true, false, null
-		for i < len(d) {
-			switch d[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// stringEnd returns the offset just past the string starting at i.
-func (p *positions) stringEnd(i int) int {
-	d := p.data
-	for j := i + 1; j < len(d); j++ {
-		switch d[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
 		}
 	}
-	return len(d)
 }
 
 // offset returns where ptr, or its nearest ancestor present in the file,

@@ -34,6 +34,15 @@ func TestParseStrictJSON(t *testing.T) {
 			[]agent.Problem{{Pointer: "/agents", Message: "has a member name that is not valid UTF-8; send text as UTF-8", Line: 1, Column: 15}}},
 		{"half a surrogate pair", strings.Replace(ok, `"s"`, `"s\udc00"`, 1),
 			[]agent.Problem{{Pointer: "/agents/a/steps/0/id", Message: `has a \u escape of half a surrogate pair, which is not text; escape characters outside the BMP as a pair ("\ud83d\ude00") or send them as UTF-8`, Line: 1, Column: 74}}},
+		// Columns count characters, not bytes, past multibyte text and
+		// escapes; a key with "/" or "~" is escaped in its pointer.
+		{"after multibyte text and escapes", "{\"agents\": {\"a\": {\"tools\": {\"t\": {\n" +
+			`  "description": "Zoë \"😀\" \u00e9", "effect": "read", "x/y~z": 1, "effect": "write"}},` +
+			"\n \"steps\": [{\"id\": \"s\", \"tool\": \"t\"}]}}}",
+			[]agent.Problem{
+				{Pointer: "/agents/a/tools/t/x~1y~0z", Message: `unknown key "x/y~z" (allowed here: approvals, description, effect, input, output, requiresApproval, source, timeoutMs)`, Line: 2, Column: 56},
+				{Pointer: "/agents/a/tools/t/effect", Message: `duplicate key "effect" (first at line 2, column 38); a key may appear once in an object, so remove one of them`, Line: 2, Column: 68},
+			}},
 		{"too deep", deep,
 			[]agent.Problem{{Pointer: "/agents/a/tools/t/input" + strings.Repeat("/not", 58), Message: "nests objects and arrays deeper than 64 levels; flatten the data", Line: 1, Column: 475}}},
 	}
