@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -74,6 +75,68 @@ type Approval struct {
 	DecidedBy     string          `json:"decidedBy,omitempty"`
 	DecidedAt     time.Time       `json:"decidedAt,omitzero"`
 	Note          string          `json:"note,omitempty"`
+}
+
+// Request is a gated call, as the engine knows it when it pauses the run.
+type Request struct {
+	ProjectID, RunID, Agent, EndUserID string
+	Deployment                         int
+	StepIndex                          int
+	StepID, CallID, Tool               string
+	// Input is the call's resolved input, compact JSON.
+	Input       json.RawMessage
+	Reason      string
+	RequestedAt time.Time
+	// Timeout is how long the approval stays pending.
+	Timeout time.Duration
+}
+
+// New makes the pending approval of a gated call. unique tells it from the
+// run's other approvals (the engine passes a fresh random string); the id
+// is NewID(r.RunID, unique).
+func New(r Request, unique string) (Approval, error) {
+	digest, err := Digest(r.Input)
+	if err != nil {
+		return Approval{}, err
+	}
+	return Approval{
+		ID:          NewID(r.RunID, unique),
+		ProjectID:   r.ProjectID,
+		RunID:       r.RunID,
+		Agent:       r.Agent,
+		EndUserID:   r.EndUserID,
+		Deployment:  r.Deployment,
+		StepIndex:   r.StepIndex,
+		StepID:      r.StepID,
+		CallID:      r.CallID,
+		Tool:        r.Tool,
+		Input:       r.Input,
+		InputDigest: digest,
+		Reason:      r.Reason,
+		Status:      Pending,
+		RequestedAt: r.RequestedAt,
+		ExpiresAt:   r.RequestedAt.Add(r.Timeout),
+	}, nil
+}
+
+// NewID names an approval of run runID: "apr_", the run id without its
+// "run_", "_", unique. Because the id names its run, a backend can read
+// the approval and its run in one request (see RunHint).
+func NewID(runID, unique string) string {
+	return "apr_" + strings.TrimPrefix(runID, "run_") + "_" + unique
+}
+
+// RunHint returns the run id an approval id made by NewID names. It is a
+// hint, for reading the run along with the approval: ids made before ids
+// named their run (apr_<ulid>) give none, and the approval's own RunID is
+// what counts.
+func RunHint(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "apr_")
+	i := strings.LastIndexByte(rest, '_')
+	if !ok || i <= 0 {
+		return "", false
+	}
+	return "run_" + rest[:i], true
 }
 
 // Sentinel errors. Backends return them (wrapped) from their decide
@@ -150,29 +213,54 @@ type Decision struct {
 	At          time.Time
 }
 
-// Check tells whether the decision may settle a as it stands at d.At. It is
-// the rule every backend's conditional write enforces; backends call it while
-// holding the approval (bbolt) or mirror it in a condition expression
-// (DynamoDB).
+// Window is when, relative to its approval's deadline, a decision may land.
+type Window int
+
+// The windows.
+const (
+	// Anytime: a cancel.
+	Anytime Window = iota
+	// BeforeDeadline: approve and deny, while At < ExpiresAt.
+	BeforeDeadline
+	// FromDeadline: expire, once At >= ExpiresAt.
+	FromDeadline
+)
+
+// Window returns the window of d's status, or an error for a status that
+// is not a decision.
+func (d Decision) Window() (Window, error) {
+	switch d.Status {
+	case Approved, Denied:
+		return BeforeDeadline, nil
+	case Expired:
+		return FromDeadline, nil
+	case Cancelled:
+		return Anytime, nil
+	}
+	return 0, fmt.Errorf("decision status %q is not a decision", d.Status)
+}
+
+// Check tells whether the decision may settle a as it stands at d.At: a
+// must be of d's project and pending, and d.At inside d.Window. It is the
+// rule every backend's conditional write enforces: bbolt calls it while
+// holding the approval; DynamoDB builds its condition from Window and
+// calls it on the state that beat a lost write, to say why it lost.
 func (d Decision) Check(a Approval) error {
 	if a.ProjectID != d.ProjectID {
 		return errForeign
 	}
+	w, err := d.Window()
+	if err != nil {
+		return err
+	}
 	if a.Status != Pending {
 		return ErrNotPending
 	}
-	switch d.Status {
-	case Approved, Denied:
-		if !d.At.Before(a.ExpiresAt) {
-			return ErrExpired
-		}
-	case Expired:
-		if d.At.Before(a.ExpiresAt) {
-			return ErrNotDue
-		}
-	case Cancelled:
-	default:
-		return fmt.Errorf("decision status %q is not a decision", d.Status)
+	switch {
+	case w == BeforeDeadline && !d.At.Before(a.ExpiresAt):
+		return ErrExpired
+	case w == FromDeadline && d.At.Before(a.ExpiresAt):
+		return ErrNotDue
 	}
 	return nil
 }

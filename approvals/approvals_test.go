@@ -127,3 +127,31 @@ func TestOnlyOwnersAndDevelopersDecide(t *testing.T) {
 		t.Error("an owner of another project decides")
 	}
 }
+
+func TestNewNamesItsRun(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a, err := approvals.New(approvals.Request{
+		ProjectID: "prj_a", RunID: "run_01M8KTWNF5HDGR3HRFH7PHZQXQ", Agent: "refunds", EndUserID: "u1", Deployment: 3,
+		StepIndex: 1, StepID: "refund", CallID: "refund", Tool: "refundOrder",
+		Input: json.RawMessage(`{"amount": 5}`), Reason: "needs a look", RequestedAt: at, Timeout: time.Hour,
+	}, "9H8GE6J6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := approvals.Digest(json.RawMessage(`{"amount":5}`))
+	if a.ID != "apr_01M8KTWNF5HDGR3HRFH7PHZQXQ_9H8GE6J6" || a.Status != approvals.Pending || a.InputDigest != digest ||
+		!a.ExpiresAt.Equal(at.Add(time.Hour)) || a.RunID != "run_01M8KTWNF5HDGR3HRFH7PHZQXQ" || a.StepIndex != 1 {
+		t.Fatalf("New = %+v", a)
+	}
+	if run, ok := approvals.RunHint(a.ID); !ok || run != a.RunID {
+		t.Errorf("RunHint(%s) = %q, %v", a.ID, run, ok)
+	}
+	for _, id := range []string{"apr_01M8KTWNF9H8GE6J6RXQR1AEE5", "apr1", "run_x_y", ""} {
+		if run, ok := approvals.RunHint(id); ok {
+			t.Errorf("RunHint(%q) = %q, want none", id, run)
+		}
+	}
+	if _, err := approvals.New(approvals.Request{RunID: "run_x", Input: json.RawMessage(`{`)}, "u"); err == nil {
+		t.Error("New accepted an input that is not JSON")
+	}
+}

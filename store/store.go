@@ -444,6 +444,11 @@ type ClaimParams struct {
 // write.
 type DecideParams struct {
 	Decision approvals.Decision
+	// Read, if set, is the approval as the caller read it just before. A
+	// backend that would read it first decides on it instead: the write is
+	// conditional on the stored state all the same, so a stale Read makes
+	// the decision lose, never win wrongly.
+	Read *approvals.Approval
 	// RunStatus is the run's new status: queued on approve (with LeaseUntil
 	// as its dispatch deadline), failed on deny or expiry, cancelled on cancel.
 	RunStatus RunStatus

@@ -63,7 +63,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 			return a, &EditError{err}
 		}
 	}
-	params := store.DecideParams{Decision: dec}
+	params := store.DecideParams{Decision: dec, Read: &a}
 	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "by": actor.ID, "note": p.Note}
 	if p.Approve {
 		if dec.Input != nil && dec.InputDigest != a.InputDigest {
@@ -169,6 +169,7 @@ func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, e
 		Decision: approvals.Decision{
 			ProjectID: a.ProjectID, ApprovalID: a.ID, Status: approvals.Expired, By: "stead", At: now,
 		},
+		Read:      &a,
 		RunStatus: store.RunFailed,
 		RunError:  &store.RunError{Code: CodeApprovalExpired, Message: msg, Step: a.StepID},
 		Events: []store.Event{

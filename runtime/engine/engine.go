@@ -247,6 +247,13 @@ func (e *Engine) newID(prefix string) string {
 	return fmt.Sprintf("%s_%s", prefix, id.String())
 }
 
+// unique returns 8 characters no other call of this engine returns in the
+// same millisecond: the tail of a fresh monotonic ULID (its random part).
+func (e *Engine) unique() string {
+	id := e.newID("")
+	return id[len(id)-8:]
+}
+
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
 func (e *Engine) sandboxRetries() int {

@@ -556,28 +556,13 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
 	}
-	digest, err := approvals.Digest(raw)
+	a, err := approvals.New(approvals.Request{
+		ProjectID: x.run.ProjectID, RunID: x.run.ID, Agent: x.run.Agent, EndUserID: x.run.EndUserID,
+		Deployment: x.run.Deployment, StepIndex: s.Index, StepID: s.ID, CallID: callID, Tool: tool.Name,
+		Input: raw, Reason: reason, RequestedAt: x.e.now(), Timeout: tool.ApprovalTimeout,
+	}, x.e.unique())
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
-	}
-	now := x.e.now()
-	a := approvals.Approval{
-		ID:          x.e.newID("apr"),
-		ProjectID:   x.run.ProjectID,
-		RunID:       x.run.ID,
-		Agent:       x.run.Agent,
-		EndUserID:   x.run.EndUserID,
-		Deployment:  x.run.Deployment,
-		StepIndex:   s.Index,
-		StepID:      s.ID,
-		CallID:      callID,
-		Tool:        tool.Name,
-		Input:       raw,
-		InputDigest: digest,
-		Reason:      reason,
-		Status:      approvals.Pending,
-		RequestedAt: now,
-		ExpiresAt:   now.Add(tool.ApprovalTimeout),
 	}
 	data := map[string]any{
 		"approvalId": a.ID, "tool": tool.Name, "input": json.RawMessage(raw), "reason": reason,

@@ -159,9 +159,15 @@ func (s *Store) resolveApproval(ctx context.Context, it, run item) (a approvals.
 	return approvals.Approval{}, false, nil
 }
 
-// GetApproval returns an approval or store.ErrNotFound.
+// GetApproval returns an approval or store.ErrNotFound: one BatchGetItem
+// of the approval item and, for an id that names its run
+// (approvals.RunHint), the run item.
 func (s *Store) GetApproval(ctx context.Context, id string) (approvals.Approval, error) {
-	as, err := s.loadApprovals(ctx, []string{id}, nil)
+	var runs map[string]string
+	if run, ok := approvals.RunHint(id); ok {
+		runs = map[string]string{id: run}
+	}
+	as, err := s.loadApprovals(ctx, []string{id}, runs)
 	if err == nil && as[0].ID == "" {
 		err = store.ErrNotFound
 	}
@@ -473,21 +479,30 @@ func (s *Store) ListDueApprovals(ctx context.Context, now time.Time, limit int) 
 }
 
 // DecideApproval settles an approval and moves its run in one conditional
-// UpdateItem of the run item, which holds the approval's decisive state:
+// UpdateItem of the run item, which holds the approval's decisive state.
+// The condition is approvals.Decision.Check as an expression:
 //
 //	aid = :id ∧ ast = pending ∧ st = awaiting-approval ∧ rapr = :id
-//	∧ aexp > :now (approve, deny) | aexp ≤ :now (expire)
+//	∧ aexp > :at (BeforeDeadline) | aexp ≤ :at (FromDeadline)
 //
 // The same write records the decision, appends the events to the run's
 // tail, and removes the pending and due index keys. The approval item is
 // settled later (see settlePrevious); readers apply the run's decision.
+// With p.Read (the caller's fresh read, as the engine's) the decision is one
+// write and no read.
 func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (approvals.Approval, store.Run, error) {
 	d := p.Decision
 	if !p.RunStatus.Valid() || p.RunStatus == store.RunAwaitingApproval {
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: run status %q cannot follow a decision", d.ApprovalID, p.RunStatus)
 	}
-	a, err := s.GetApproval(ctx, d.ApprovalID)
+	window, err := d.Window()
 	if err != nil {
+		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
+	}
+	var a approvals.Approval
+	if p.Read != nil && p.Read.ID == d.ApprovalID {
+		a = *p.Read
+	} else if a, err = s.GetApproval(ctx, d.ApprovalID); err != nil {
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 	}
 	if err := d.Check(a); err != nil {
@@ -513,10 +528,10 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		e.Cond(e.n(aSlotStatus) + " = " + e.v(avS(string(approvals.Pending))))
 		e.Cond(e.n(aStatus) + " = " + e.v(avS(string(store.RunAwaitingApproval))))
 		e.Cond(e.n(aRunApproval) + " = " + e.v(avS(a.ID)))
-		switch d.Status {
-		case approvals.Approved, approvals.Denied:
+		switch window {
+		case approvals.BeforeDeadline:
 			e.Cond(e.n(aSlotExpires) + " > " + e.v(avT(d.At)))
-		case approvals.Expired:
+		case approvals.FromDeadline:
 			e.Cond(e.n(aSlotExpires) + " <= " + e.v(avT(d.At)))
 		}
 		e.Set(aSlotStatus, avS(string(d.Status)))
@@ -566,24 +581,27 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 }
 
 // decisionJudge tells why a decision's write lost, from the run item as it
-// stood: another decision came first (approvals.ErrNotPending, and *a
-// becomes the approval as it stands), the deadline (approvals.ErrExpired or
-// ErrNotDue), a stall bound to move (errBoundAbove), or the run no longer
-// awaits this approval (store.ErrConflict).
+// stood: the approval as that item has it, judged by approvals'
+// Decision.Check — another decision came first (approvals.ErrNotPending,
+// and *a becomes the approval as it stands), the deadline (ErrExpired or
+// ErrNotDue) — or a stall bound to move (errBoundAbove), or the run no
+// longer awaits this approval (store.ErrConflict).
 func (s *Store) decisionJudge(ctx context.Context, d approvals.Decision, a *approvals.Approval, p store.DecideParams) judge {
 	return func(old item) error {
 		if old == nil || getS(old, aSlotID) != a.ID {
 			return store.ErrConflict
 		}
+		cur := *a
+		cur.ExpiresAt = getT(old, aSlotExpires)
 		if getS(old, aSlotStatus) != string(approvals.Pending) {
 			var dec decision
 			if err := s.decode(ctx, getB(old, aSlotDecision), &dec); err != nil {
 				return err
 			}
-			*a = dec.apply(*a)
-			return approvals.ErrNotPending
+			cur = dec.apply(cur)
 		}
-		if err := d.Check(*a); err != nil {
+		if err := d.Check(cur); err != nil {
+			*a = cur
 			return err
 		}
 		if store.RunStatus(getS(old, aStatus)) != store.RunAwaitingApproval || getS(old, aRunApproval) != a.ID {

@@ -98,37 +98,53 @@ func BenchmarkGatedRunCost(b *testing.B) {
 	}
 }
 
-func benchGatedRun(b *testing.B, kind string) {
-	srv := aws.Get(b)
+// gatedBench is the engine on a metered dynamostore (against moto_server),
+// with benchConfig deployed; plain reads the same table unmetered.
+type gatedBench struct {
+	eng   *engine.Engine
+	plain *dynamostore.Store
+	m     *meter
+	actor approvals.Actor
+}
+
+func newGatedBench(tb testing.TB) gatedBench {
+	srv := aws.Get(tb)
 	ctx := context.Background()
 	raw := srv.DynamoDB()
-	plain := fresh(b, dynamostore.Options{})
+	plain := fresh(tb, dynamostore.Options{})
 	m := newMeter(raw, plain.Table())
 	metered, err := dynamostore.New(srv.DynamoDB(m.Option), dynamostore.Options{Table: plain.Table()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	dir := b.TempDir()
+	dir := tb.TempDir()
 	blobs, err := fsblob.Open(filepath.Join(dir, "blobs"))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	rt := jsvm.New(jsvm.Options{})
-	b.Cleanup(rt.Close)
+	tb.Cleanup(rt.Close)
 	eng, err := engine.New(engine.Config{
 		Store: metered, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
 		Invoker: rt, Dispatch: nopDispatch{},
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := plain.CreateProject(ctx, store.Project{ID: "prj_bench", SigningKey: []byte("bench-signing-key-of-32-bytes!!!"), CreatedAt: time.Now()}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}
 	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(benchHandlers), Config: []byte(benchConfig)}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return gatedBench{eng: eng, plain: plain, m: m, actor: actor}
+}
+
+func benchGatedRun(b *testing.B, kind string) {
+	g := newGatedBench(b)
+	ctx := context.Background()
+	eng, plain, m, actor := g.eng, g.plain, g.m, g.actor
 	input := json.RawMessage(`{"id":"o-1","kind":"` + kind + `"}`)
 	run := func() time.Duration {
 		var busy time.Duration
