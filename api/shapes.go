@@ -449,7 +449,7 @@ func agentOf(a *agent.Agent) Agent {
 		out.Steps = append(out.Steps, stepOf(st))
 	}
 	for _, r := range a.Policy {
-		out.Policy = append(out.Policy, PolicyRule{Tool: r.Tool, Decision: string(r.Decision), Reason: r.Reason, When: r.When})
+		out.Policy = append(out.Policy, PolicyRule{Tool: r.Tool, Decision: string(r.Outcome), Reason: r.Reason, When: r.When})
 	}
 	return out
 }

@@ -52,13 +52,13 @@ func TestConcurrentUse(t *testing.T) {
 				if err := tool.ValidateInput(in); err != nil {
 					t.Errorf("ValidateInput: %v", err)
 				}
-				d := a.Decide("refundOrder", in, untrusted)
+				d := a.Evaluate("refundOrder", in, untrusted)
 				amount := g*100 + i
 				switch {
 				case amount > 500 && d.Outcome != agent.Deny,
 					amount <= 500 && untrusted && d.Outcome != agent.Ask,
 					amount <= 20 && !untrusted && (d.Outcome != agent.Allow || d.Rule != 1):
-					t.Errorf("Decide(amount %d, untrusted %v) = %+v", amount, untrusted, d)
+					t.Errorf("Evaluate(amount %d, untrusted %v) = %+v", amount, untrusted, d)
 				}
 				if _, err := orders.ResolveInput(shared); err != nil {
 					t.Errorf("ResolveInput orders: %v", err)
@@ -90,7 +90,7 @@ func BenchmarkParse(b *testing.B) {
 	}
 }
 
-func BenchmarkDecideAndResolve(b *testing.B) {
+func BenchmarkEvaluateAndResolve(b *testing.B) {
 	a := mustParse(b, string(readFile(b, "stead.json"))).Agents["refunds"]
 	step, _ := a.Step("refund")
 	tool, _ := a.Tool("refundOrder")
@@ -103,6 +103,6 @@ func BenchmarkDecideAndResolve(b *testing.B) {
 		if err := tool.ValidateInput(in); err != nil {
 			b.Fatal(err)
 		}
-		a.Decide("refundOrder", in, false)
+		a.Evaluate("refundOrder", in, false)
 	}
 }

@@ -477,7 +477,7 @@ func (p *parser) policy(a *Agent, policy []any, refs toolRefs) {
 			}
 		}
 		if d, ok := rm["decision"].(string); ok {
-			r.Decision = Outcome(d)
+			r.Outcome = Outcome(d)
 		}
 		r.Reason, _ = rm["reason"].(string)
 		if w, ok := rm["when"]; ok {
@@ -485,7 +485,7 @@ func (p *parser) policy(a *Agent, policy []any, refs toolRefs) {
 			r.When = p.raw(child(rptr, "when"), w)
 		}
 		a.Policy = append(a.Policy, r)
-		if t, ok := a.Tools[r.Tool]; ok && r.Decision == Allow && t.RequiresApproval {
+		if t, ok := a.Tools[r.Tool]; ok && r.Outcome == Allow && t.RequiresApproval {
 			p.warn(rptr, fmt.Sprintf(
 				"this allow rule never lets a call through: %s has requiresApproval, which the policy checks before allow rules", r.Tool))
 		}

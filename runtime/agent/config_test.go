@@ -133,7 +133,7 @@ func TestParseExample(t *testing.T) {
 		t.Fatalf("%d rules", len(a.Policy))
 	}
 	r := a.Policy[0]
-	if r.Index != 0 || r.Tool != "refundOrder" || r.Decision != agent.Allow || r.Reason != "small refunds are automatic" ||
+	if r.Index != 0 || r.Tool != "refundOrder" || r.Outcome != agent.Allow || r.Reason != "small refunds are automatic" ||
 		string(r.When) != `{"properties":{"item":{"properties":{"amount":{"maximum":20}}}}}` {
 		t.Errorf("rule = %+v (when %s)", r, r.When)
 	}

@@ -204,7 +204,7 @@
 //
 // # Policy
 //
-// Agent.Decide decides a call before anything runs. The first that applies
+// Agent.Evaluate judges a call before anything runs. The first that applies
 // decides:
 //
 //  1. a matching deny rule: deny (deny always wins);

@@ -38,7 +38,7 @@ func ExampleParse() {
 	}
 	tool, _ := a.Tool(step.Tool)
 	fmt.Println("input:", input, "valid:", tool.ValidateInput(input) == nil)
-	fmt.Printf("%+v\n", a.Decide(step.Tool, input, false))
+	fmt.Printf("%+v\n", a.Evaluate(step.Tool, input, false))
 	fmt.Println(tool.ValidateInput(map[string]any{}))
 
 	_, err = agent.Parse([]byte(`{"agents": {"refunds": {"tools": {"refundOrder": {"effect": "wrte"}},

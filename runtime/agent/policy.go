@@ -28,8 +28,8 @@ type Rule struct {
 	Index int
 	// Tool is the tool the rule applies to, or "*" for every tool.
 	Tool string
-	// Decision is what the rule decides when it matches.
-	Decision Outcome
+	// Outcome is what the rule decides when it matches.
+	Outcome Outcome
 	// Reason is the author's explanation, possibly "".
 	Reason string
 	// When is the raw JSON Schema the input must match; nil means the rule
@@ -39,8 +39,8 @@ type Rule struct {
 	when *jsonschema.Schema
 }
 
-// Decision is the policy's answer for one tool call.
-type Decision struct {
+// Verdict is the policy's answer for one tool call.
+type Verdict struct {
 	Outcome Outcome
 	// Reason says why, for the approval queue and the run trace.
 	Reason string
@@ -52,7 +52,7 @@ type Decision struct {
 	Untrusted bool
 }
 
-// Decide decides one call of tool with its resolved (and validated) input,
+// Evaluate judges one call of tool with its resolved (and validated) input,
 // before anything runs. untrusted says whether the run's trust has been
 // lowered (by an external tool's output or context.markUntrusted).
 //
@@ -73,34 +73,34 @@ type Decision struct {
 // counts as matching for deny and ask rules and as not matching for allow
 // rules: uncertainty never lets a call through.
 //
-// A tool the agent does not declare is denied. Decide is safe for
+// A tool the agent does not declare is denied. Evaluate is safe for
 // concurrent use.
-func (a *Agent) Decide(tool string, input any, untrusted bool) Decision {
+func (a *Agent) Evaluate(tool string, input any, untrusted bool) Verdict {
 	t, ok := a.Tools[tool]
 	if !ok {
-		return Decision{Outcome: Deny, Rule: -1, Reason: fmt.Sprintf("tool %q is not declared in agent %q", tool, a.Name)}
+		return Verdict{Outcome: Deny, Rule: -1, Reason: fmt.Sprintf("tool %q is not declared in agent %q", tool, a.Name)}
 	}
 	if r := a.firstMatch(Deny, tool, input); r != nil {
-		return Decision{Outcome: Deny, Rule: r.Index, Reason: r.explain("denied by")}
+		return Verdict{Outcome: Deny, Rule: r.Index, Reason: r.explain("denied by")}
 	}
 	if r := a.firstMatch(Ask, tool, input); r != nil {
-		return Decision{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by")}
+		return Verdict{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by")}
 	}
 	if t.RequiresApproval {
-		return Decision{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool)}
+		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool)}
 	}
 	if untrusted && t.Effect == EffectWrite {
-		return Decision{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true}
+		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true}
 	}
 	if r := a.firstMatch(Allow, tool, input); r != nil {
-		return Decision{Outcome: Allow, Rule: r.Index, Reason: r.explain("allowed by")}
+		return Verdict{Outcome: Allow, Rule: r.Index, Reason: r.explain("allowed by")}
 	}
-	return Decision{Outcome: Allow, Rule: -1, Reason: fmt.Sprintf("allowed: %s has effect %s and needs no approval", tool, t.Effect)}
+	return Verdict{Outcome: Allow, Rule: -1, Reason: fmt.Sprintf("allowed: %s has effect %s and needs no approval", tool, t.Effect)}
 }
 
 func (a *Agent) firstMatch(d Outcome, tool string, input any) *Rule {
 	for _, r := range a.Policy {
-		if r.Decision == d && (r.Tool == tool || r.Tool == "*") && r.matches(input) {
+		if r.Outcome == d && (r.Tool == tool || r.Tool == "*") && r.matches(input) {
 			return r
 		}
 	}
@@ -121,7 +121,7 @@ func (r *Rule) matches(input any) bool {
 		return false
 	}
 	// The schema could not judge the input: fail closed.
-	return r.Decision != Allow
+	return r.Outcome != Allow
 }
 
 // indeterminate reports whether a validation failed because the input or

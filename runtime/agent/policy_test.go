@@ -30,7 +30,7 @@ const policyConfig = `{"agents": {
 	}
 }}`
 
-func TestDecide(t *testing.T) {
+func TestEvaluate(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, policyConfig)
 	tests := []struct {
@@ -39,57 +39,57 @@ func TestDecide(t *testing.T) {
 		tool      string
 		input     string
 		untrusted bool
-		want      agent.Decision
+		want      agent.Verdict
 	}{
 		{"deny beats requiresApproval and untrusted", "rules", "refundOrder", `{"amount": 900}`, true,
-			agent.Decision{Outcome: agent.Deny, Rule: 0, Reason: "denied by policy rule 0: refunds over 500 are never automatic"}},
+			agent.Verdict{Outcome: agent.Deny, Rule: 0, Reason: "denied by policy rule 0: refunds over 500 are never automatic"}},
 		{"requiresApproval asks", "rules", "refundOrder", `{"amount": 10}`, false,
-			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "refundOrder requires approval (requiresApproval)"}},
+			agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "refundOrder requires approval (requiresApproval)"}},
 		{"ask rule whose when matches", "rules", "updateNote", `{"urgent": true}`, false,
-			agent.Decision{Outcome: agent.Ask, Rule: 1, Reason: "approval required by policy rule 1: urgent notes need review"}},
+			agent.Verdict{Outcome: agent.Ask, Rule: 1, Reason: "approval required by policy rule 1: urgent notes need review"}},
 		{"ask rule whose when does not match; the allow rule is the reason", "rules", "updateNote", `{"text": "hi"}`, false,
-			agent.Decision{Outcome: agent.Allow, Rule: 2, Reason: "allowed by policy rule 2: notes are harmless"}},
+			agent.Verdict{Outcome: agent.Allow, Rule: 2, Reason: "allowed by policy rule 2: notes are harmless"}},
 		{"untrusted write asks, the allow rule does not override it", "rules", "updateNote", `{"text": "hi"}`, true,
-			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
+			agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
 		{"untrusted read is allowed", "rules", "listOrders", `{}`, true,
-			agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: listOrders has effect read and needs no approval"}},
+			agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: listOrders has effect read and needs no approval"}},
 		{"external source is only a posture; trust is the caller's", "rules", "fetchReviews", `{}`, false,
-			agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: fetchReviews has effect read and needs no approval"}},
+			agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: fetchReviews has effect read and needs no approval"}},
 		{"* deny rule", "rules", "listOrders", `{"dropTables": 1}`, false,
-			agent.Decision{Outcome: agent.Deny, Rule: 3, Reason: "denied by policy rule 3"}},
+			agent.Verdict{Outcome: agent.Deny, Rule: 3, Reason: "denied by policy rule 3"}},
 		{"* deny rule beats an earlier ask rule", "rules", "updateNote", `{"dropTables": 1, "urgent": true}`, false,
-			agent.Decision{Outcome: agent.Deny, Rule: 3, Reason: "denied by policy rule 3"}},
+			agent.Verdict{Outcome: agent.Deny, Rule: 3, Reason: "denied by policy rule 3"}},
 		{"* ask rule on a read tool", "rules", "listOrders", `{"askMe": 1}`, false,
-			agent.Decision{Outcome: agent.Ask, Rule: 4, Reason: "approval required by policy rule 4"}},
+			agent.Verdict{Outcome: agent.Ask, Rule: 4, Reason: "approval required by policy rule 4"}},
 		{"ask rule wins the reason over requiresApproval", "rules", "refundOrder", `{"amount": 10, "askMe": 1}`, false,
-			agent.Decision{Outcome: agent.Ask, Rule: 4, Reason: "approval required by policy rule 4"}},
+			agent.Verdict{Outcome: agent.Ask, Rule: 4, Reason: "approval required by policy rule 4"}},
 		{"undeclared tool is denied", "rules", "dropDatabase", `{}`, false,
-			agent.Decision{Outcome: agent.Deny, Rule: -1, Reason: `tool "dropDatabase" is not declared in agent "rules"`}},
+			agent.Verdict{Outcome: agent.Deny, Rule: -1, Reason: `tool "dropDatabase" is not declared in agent "rules"`}},
 		{"no rules: write allowed when trusted", "plain", "updateNote", `{}`, false,
-			agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: updateNote has effect write and needs no approval"}},
+			agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: updateNote has effect write and needs no approval"}},
 		{"no rules: write asks when untrusted", "plain", "updateNote", `{}`, true,
-			agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
+			agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := c.Agents[tt.agent].Decide(tt.tool, decode(t, tt.input), tt.untrusted)
+			got := c.Agents[tt.agent].Evaluate(tt.tool, decode(t, tt.input), tt.untrusted)
 			if got != tt.want {
-				t.Errorf("Decide =\n %+v\nwant\n %+v", got, tt.want)
+				t.Errorf("Evaluate =\n %+v\nwant\n %+v", got, tt.want)
 			}
 		})
 	}
 }
 
-// TestDecideAllowRuleOnlyWhereNothingEarlierMatched pins the issue's order
+// TestEvaluateAllowRuleOnlyWhereNothingEarlierMatched pins the issue's order
 // with the README example: its allow rule for small refunds has no effect
 // while refundOrder requires approval, and becomes the recorded reason once
 // nothing earlier applies.
-func TestDecideAllowRuleOnlyWhereNothingEarlierMatched(t *testing.T) {
+func TestEvaluateAllowRuleOnlyWhereNothingEarlierMatched(t *testing.T) {
 	t.Parallel()
 	example := mustParse(t, string(readFile(t, "stead.json"))).Agents["refunds"]
 	small := decode(t, `{"item": {"id": "o1", "amount": 5}}`)
-	if got := example.Decide("refundOrder", small, false); got.Outcome != agent.Ask || got.Rule != -1 ||
+	if got := example.Evaluate("refundOrder", small, false); got.Outcome != agent.Ask || got.Rule != -1 ||
 		got.Reason != "refundOrder requires approval (requiresApproval)" {
 		t.Errorf("example, small refund: %+v", got)
 	}
@@ -106,54 +106,54 @@ func TestDecideAllowRuleOnlyWhereNothingEarlierMatched(t *testing.T) {
 	tests := []struct {
 		input     string
 		untrusted bool
-		want      agent.Decision
+		want      agent.Verdict
 	}{
-		{`{"item": {"amount": 5}}`, false, agent.Decision{Outcome: agent.Allow, Rule: 0, Reason: "allowed by policy rule 0: small refunds are automatic"}},
-		{`{"item": {"amount": 50}}`, false, agent.Decision{Outcome: agent.Allow, Rule: -1, Reason: "allowed: refundOrder has effect write and needs no approval"}},
-		{`{"item": {"amount": 5}}`, true, agent.Decision{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and refundOrder has effect write", Untrusted: true}},
+		{`{"item": {"amount": 5}}`, false, agent.Verdict{Outcome: agent.Allow, Rule: 0, Reason: "allowed by policy rule 0: small refunds are automatic"}},
+		{`{"item": {"amount": 50}}`, false, agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: refundOrder has effect write and needs no approval"}},
+		{`{"item": {"amount": 5}}`, true, agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and refundOrder has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
-		if got := a.Decide("refundOrder", decode(t, tt.input), tt.untrusted); got != tt.want {
-			t.Errorf("Decide(%s, untrusted=%v) =\n %+v\nwant\n %+v", tt.input, tt.untrusted, got, tt.want)
+		if got := a.Evaluate("refundOrder", decode(t, tt.input), tt.untrusted); got != tt.want {
+			t.Errorf("Evaluate(%s, untrusted=%v) =\n %+v\nwant\n %+v", tt.input, tt.untrusted, got, tt.want)
 		}
 	}
 }
 
-// TestDecideFailsClosed checks that a when schema that cannot judge the
+// TestEvaluateFailsClosed checks that a when schema that cannot judge the
 // input (a value that is not JSON) matches deny and ask rules but not allow
 // rules.
-func TestDecideFailsClosed(t *testing.T) {
+func TestEvaluateFailsClosed(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, policyConfig)
 	notJSON := map[string]any{"amount": struct{}{}}
-	if got := c.Agents["rules"].Decide("refundOrder", notJSON, false); got.Outcome != agent.Deny || got.Rule != 0 {
+	if got := c.Agents["rules"].Evaluate("refundOrder", notJSON, false); got.Outcome != agent.Deny || got.Rule != 0 {
 		t.Errorf("deny rule with unjudgeable input: %+v", got)
 	}
 	allowOnly := mustParse(t, `{"agents": {"a": {"tools": {"w": {"effect": "write"}},
 		"policy": [{"tool": "w", "decision": "allow", "when": {"properties": {"amount": {"maximum": 5}}}}],
 		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"]
-	if got := allowOnly.Decide("w", notJSON, false); got.Rule != -1 {
+	if got := allowOnly.Evaluate("w", notJSON, false); got.Rule != -1 {
 		t.Errorf("allow rule matched unjudgeable input: %+v", got)
 	}
 }
 
-// TestDecideWhenIsJSONSchema pins a JSON Schema rule users trip over:
+// TestEvaluateWhenIsJSONSchema pins a JSON Schema rule users trip over:
 // "properties" constrains a property only when it is present, so a when
 // schema without "required" matches an input that lacks the property.
-func TestDecideWhenIsJSONSchema(t *testing.T) {
+func TestEvaluateWhenIsJSONSchema(t *testing.T) {
 	t.Parallel()
 	a := mustParse(t, `{"agents": {"a": {"tools": {"w": {"effect": "write"}, "v": {"effect": "write"}},
 		"policy": [
 			{"tool": "w", "decision": "deny", "when": {"properties": {"amount": {"minimum": 100}}}},
 			{"tool": "v", "decision": "deny", "when": {"required": ["amount"], "properties": {"amount": {"minimum": 100}}}}],
 		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"]
-	if got := a.Decide("w", decode(t, `{}`), false); got.Outcome != agent.Deny {
+	if got := a.Evaluate("w", decode(t, `{}`), false); got.Outcome != agent.Deny {
 		t.Errorf("without required, a missing amount matches: %+v", got)
 	}
-	if got := a.Decide("v", decode(t, `{}`), false); got.Outcome != agent.Allow {
+	if got := a.Evaluate("v", decode(t, `{}`), false); got.Outcome != agent.Allow {
 		t.Errorf("with required, a missing amount does not match: %+v", got)
 	}
-	if got := a.Decide("v", decode(t, `{"amount": 150}`), false); got.Outcome != agent.Deny {
+	if got := a.Evaluate("v", decode(t, `{"amount": 150}`), false); got.Outcome != agent.Deny {
 		t.Errorf("amount 150: %+v", got)
 	}
 }

@@ -137,7 +137,7 @@ func (e *Engine) validateEdit(ctx context.Context, a approvals.Approval, input j
 	}
 	// An edit must not take the call where policy never lets it go: deny
 	// rules bind approvers too.
-	if d := ag.Decide(tool.Name, v, false); d.Outcome == agent.Deny {
+	if d := ag.Evaluate(tool.Name, v, false); d.Outcome == agent.Deny {
 		return &EditError{fmt.Errorf("the edited input is refused by policy: %s", d.Reason)}
 	}
 	return nil

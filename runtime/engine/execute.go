@@ -323,7 +323,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts})
 			return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, err.Error())
 		}
-		d := x.decide(tool.Name, input)
+		d := x.evaluate(tool.Name, input)
 		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
 		switch d.Outcome {
 		case agent.Deny:
@@ -498,10 +498,10 @@ func (x *execution) record(step string, res jsvm.Result, tool string, callID any
 	return costs
 }
 
-// decide is the policy's decision on a call; a call that asks because the
+// evaluate is the policy's verdict on a call; a call that asks because the
 // run is untrusted names what lowered the trust.
-func (x *execution) decide(tool string, input any) agent.Decision {
-	d := x.agent.Decide(tool, input, x.run.Trust == store.Untrusted)
+func (x *execution) evaluate(tool string, input any) agent.Verdict {
+	d := x.agent.Evaluate(tool, input, x.run.Trust == store.Untrusted)
 	if d.Untrusted && x.run.TrustOrigin != "" {
 		d.Reason += " (trust lowered by " + x.run.TrustOrigin + ")"
 	}
@@ -543,10 +543,10 @@ func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID stri
 }
 
 // deniedDespiteApproval re-checks an approved input against the deny rules:
-// an approval never lets a call through that policy denies (Decide refuses
+// an approval never lets a call through that policy denies (Engine.Decide refuses
 // such edits; this guards the input that is about to run).
-func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Decision, bool) {
-	d := x.decide(tool.Name, input)
+func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Verdict, bool) {
+	d := x.evaluate(tool.Name, input)
 	return d, d.Outcome == agent.Deny
 }
 

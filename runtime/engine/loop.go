@@ -271,7 +271,7 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		if err := tool.ValidateInput(input); err != nil {
 			return reject("invalid-arguments", err.Error(), nil)
 		}
-		d := x.decide(tool.Name, input)
+		d := x.evaluate(tool.Name, input)
 		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
 		switch d.Outcome {
 		case agent.Deny:
