@@ -155,46 +155,6 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// expire settles a due approval as expired and fails its run — or, for a
-// call proposed by an agent step with onDecline "tell-model", queues the run
-// to tell the model the approval expired.
-func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, error) {
-	now := e.now()
-	// If the config cannot say whether the model is to be told, the run
-	// fails: expiry must happen whatever else is broken.
-	tell, _ := e.tellsModel(ctx, a)
-	msg := fmt.Sprintf("approval %s for %s expired at %s without a decision", a.ID, a.Tool, a.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z"))
-	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "expiresAt": a.ExpiresAt}
-	params := store.DecideParams{
-		Decision: approvals.Decision{
-			ProjectID: a.ProjectID, ApprovalID: a.ID, Status: approvals.Expired, By: "stead", At: now,
-		},
-		Read:      &a,
-		RunStatus: store.RunFailed,
-		RunError:  &store.RunError{Code: CodeApprovalExpired, Message: msg, Step: a.StepID},
-		Events: []store.Event{
-			event("approval.expired", now, a.StepID, data),
-			event("run.failed", now, "", map[string]any{"code": CodeApprovalExpired, "message": msg, "step": a.StepID}),
-		},
-	}
-	if tell {
-		data["onDecline"] = string(agent.DeclineTellModel)
-		params.RunStatus, params.RunError = store.RunQueued, nil
-		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
-		params.Events = []store.Event{event("approval.expired", now, a.StepID, data)}
-	}
-	_, run, err := e.store.DecideApproval(ctx, params)
-	if err != nil {
-		return run, err
-	}
-	e.watch.notify(run.ID)
-	if run.Status == store.RunQueued {
-		// A lost dispatch is recovered by the sweeper after DispatchGrace.
-		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
-	}
-	return run, nil
-}
-
 // tellsModel reports whether a refusal of the approval's call goes back to
 // the model: the call was proposed by an agent step with onDecline
 // "tell-model" (in the deployment the run is pinned to).
@@ -209,62 +169,6 @@ func (e *Engine) tellsModel(ctx context.Context, a approvals.Approval) (bool, er
 	}
 	s := ag.Steps[a.StepIndex]
 	return s.Kind == agent.AgentStep && s.Loop != nil && s.Loop.OnDecline == agent.DeclineTellModel, nil
-}
-
-// SweepResult says what a sweep did.
-type SweepResult struct {
-	Expired      int `json:"expired"`
-	Redispatched int `json:"redispatched"`
-}
-
-// Sweep expires due approvals (their runs fail approval-expired) and
-// dispatches again the runs nobody is working on: queued runs whose dispatch
-// was lost and running runs whose worker died (their lease ran out). It is a
-// plain function: a ticker calls it locally, a scheduled Lambda on AWS.
-func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
-	var (
-		res    SweepResult
-		failed []error
-	)
-	now := e.now()
-	for {
-		due, err := e.store.ListDueApprovals(ctx, now, 100)
-		if err != nil {
-			return res, fmt.Errorf("list due approvals: %w", err)
-		}
-		expired := 0
-		for _, a := range due {
-			_, err := e.expire(ctx, a)
-			switch {
-			case err == nil:
-				res.Expired++
-				expired++
-			case errors.Is(err, approvals.ErrNotPending), errors.Is(err, approvals.ErrNotDue), errors.Is(err, store.ErrConflict):
-				// Decided or cancelled meanwhile.
-			default:
-				// One approval that cannot be expired now must not stop
-				// the others, nor the dispatches below.
-				failed = append(failed, fmt.Errorf("expire approval %s: %w", a.ID, err))
-			}
-		}
-		if len(due) < 100 || expired == 0 {
-			break
-		}
-	}
-	stalled, err := e.store.ListStalledRuns(ctx, now, 500)
-	if err != nil {
-		return res, errors.Join(append(failed, fmt.Errorf("list stalled runs: %w", err))...)
-	}
-	// A dispatch that fails (a full queue, a throttled invoke) is tried
-	// again by the next sweep; the others still go out now.
-	for _, r := range stalled {
-		if err := e.cfg.Dispatch.Dispatch(ctx, r.ID); err != nil {
-			failed = append(failed, fmt.Errorf("dispatch run %s: %w", r.ID, err))
-			continue
-		}
-		res.Redispatched++
-	}
-	return res, errors.Join(failed...)
 }
 
 // GetApproval returns an approval of the actor's project (owners and
