@@ -19,6 +19,7 @@ import (
 	"stead/runtime/model"
 	"stead/runtime/model/bedrock"
 	"stead/runtime/model/openai"
+	"stead/runtime/redact"
 	"stead/store"
 )
 
@@ -172,7 +173,7 @@ func (e *Engine) openModel(ctx context.Context, m *agent.Model) (openedModel, er
 		err = fmt.Errorf("provider %q is not supported", m.Provider)
 	}
 	if err != nil {
-		return openedModel{}, &modelConfigError{model.Redact(fmt.Sprintf("model %q: %v", m.Name, err), key)}
+		return openedModel{}, &modelConfigError{redact.String(fmt.Sprintf("model %q: %v", m.Name, err), key)}
 	}
 	return openedModel{provider: p, apiKey: key}, nil
 }
@@ -281,34 +282,25 @@ func usageData(u model.Usage) map[string]any {
 // secretSet holds the API keys to redact from what an execution records.
 type secretSet struct {
 	vals []string
+	set  redact.Set
 }
 
 func (s *secretSet) add(v string) {
 	if v != "" && !slices.Contains(s.vals, v) {
 		s.vals = append(s.vals, v)
-		// Longest first, so a key containing another is redacted whole.
-		slices.SortFunc(s.vals, func(a, b string) int { return len(b) - len(a) })
+		s.set = redact.New(s.vals...)
 	}
 }
 
 func (s *secretSet) list() []string { return s.vals }
 
-func (s *secretSet) redact(v string) string {
-	if len(s.vals) == 0 {
-		return v
-	}
-	return model.Redact(v, s.vals...)
-}
+func (s *secretSet) redact(v string) string { return s.set.String(v) }
 
 func (s *secretSet) redactRaw(raw json.RawMessage) json.RawMessage {
-	if len(s.vals) == 0 || len(raw) == 0 {
+	if len(raw) == 0 {
 		return raw
 	}
-	str := string(raw)
-	if r := model.Redact(str, s.vals...); r != str {
-		return json.RawMessage(r)
-	}
-	return raw
+	return s.set.JSON(raw)
 }
 
 // redactCommit removes the secrets from everything a commit records: the

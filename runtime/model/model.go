@@ -166,20 +166,3 @@ func IsRetryable(err error) bool {
 	var pe *Error
 	return errors.As(err, &pe) && pe.Retryable
 }
-
-// Redact replaces every secret in s, as is and as JSON escapes it, with
-// "[REDACTED]". Empty secrets are ignored.
-func Redact(s string, secrets ...string) string {
-	for _, sec := range secrets {
-		if sec == "" {
-			continue
-		}
-		s = strings.ReplaceAll(s, sec, "[REDACTED]")
-		if q, _ := json.Marshal(sec); len(q) > 2 {
-			if esc := string(q[1 : len(q)-1]); esc != sec {
-				s = strings.ReplaceAll(s, esc, "[REDACTED]")
-			}
-		}
-	}
-	return s
-}

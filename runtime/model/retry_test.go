@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"stead/runtime/model"
+	"stead/runtime/redact"
 )
 
 // scripted answers each Complete with the next result.
@@ -152,7 +153,7 @@ func TestCompleteRequestTimeoutIsRetried(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
-	got := model.Redact(`key sk-1 and "a\"b" and a"b`, "sk-1", `a"b`, "")
+	got := redact.String(`key sk-1 and "a\"b" and a"b`, "sk-1", `a"b`, "")
 	if got != `key [REDACTED] and "[REDACTED]" and [REDACTED]` {
 		t.Errorf("Redact = %q", got)
 	}

@@ -34,6 +34,7 @@ import (
 
 	"stead/runtime/egress"
 	"stead/runtime/model"
+	"stead/runtime/redact"
 )
 
 // MaxResponse bounds the body of an answer read from the endpoint.
@@ -310,7 +311,7 @@ func snippet(body string) string {
 	return s
 }
 
-func (c *Client) redact(s string) string { return model.Redact(s, c.o.APIKey) }
+func (c *Client) redact(s string) string { return redact.String(s, c.o.APIKey) }
 
 // retryAfter reads a Retry-After header: seconds or an HTTP date.
 func retryAfter(h string, now time.Time) time.Duration {
