@@ -42,7 +42,8 @@ func (s Status) Valid() bool {
 }
 
 // DefaultTimeout is how long an approval stays pending when neither the tool
-// nor the agent sets a timeout (seed 000: 15 minutes).
+// nor the agent sets a timeout: long enough for someone watching the
+// queue, short enough that a forgotten call does not wait for days.
 const DefaultTimeout = 15 * time.Minute
 
 // Approval is a pending or settled decision about one exact tool call.

@@ -58,7 +58,8 @@ func jsonValue(t testing.TB, doc, path string) any {
 	return v
 }
 
-// TestGolden walks seed 004's flow through the CLI and compares each
+// TestGolden walks the README's walkthrough (deploy, run, approvals,
+// approve, deny, trace) through the CLI and compares each
 // command's human output with testdata/*.golden. Ids, keys and digests are
 // replaced by numbered placeholders; times come from the injected clock.
 func TestGolden(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 )
 
 // TestEndToEnd builds the real stead binary, starts `stead dev --example`
-// on a free loopback port with a temporary data folder, and walks seed
-// 004's flow through the CLI binary: approve → succeeded, deny → failed
+// on a free loopback port with a temporary data folder, and walks the
+// README's walkthrough through the CLI binary: approve → succeeded, deny → failed
 // approval-denied with the note, a 1s approval timeout → failed
 // approval-expired, a second decision refused, a customer token that
 // cannot approve; then SIGTERM stops the server cleanly, and a restart

@@ -49,7 +49,7 @@ func TestValidateInputMessages(t *testing.T) {
 		input string
 		want  string // Error()
 	}{
-		{"seed 000 wording", `{"item": {"id": "o1", "amount": "12"}}`, `Invalid arguments for "refundOrder": item.amount: must be a number`},
+		{"the wording models are told", `{"item": {"id": "o1", "amount": "12"}}`, `Invalid arguments for "refundOrder": item.amount: must be a number`},
 		{"required", `{"item": {}}`, `Invalid arguments for "refundOrder": item.id: is required`},
 		{"maximum", `{"item": {"id": "o1", "amount": 25}}`, `Invalid arguments for "refundOrder": item.amount: must be at most 20`},
 		{"minimum", `{"item": {"id": "o1", "amount": -1}}`, `Invalid arguments for "refundOrder": item.amount: must be at least 0`},

@@ -46,7 +46,8 @@ const (
 )
 
 // DefaultMaxToolResult bounds the text of one tool result sent back to a
-// model, in bytes (seed 000: 60,000 characters).
+// model, in bytes: 60,000, enough for a long page of text and small
+// enough to leave most of a model's context for the conversation.
 const DefaultMaxToolResult = 60_000
 
 // ModelOptions configure how model and agent steps reach model providers.
