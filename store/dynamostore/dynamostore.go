@@ -13,8 +13,8 @@
 //	deployment    P#<project>        D#<version>         Deployment                                   never
 //	idempotency   P#<project>        I#<key>             the run created with that key                the run's keep
 //	run           R#<run>            R                   Run, its event tail, its current approval    finished + Retention
-//	commit        R#<run>            E#<firstSeq>        a batch of the run's events (+ a step record) the run's keep
-//	step          R#<run>            S#<index>           a step record committed without events       the run's keep
+//	commit        R#<run>            E#<firstSeq>        a batch of the run's events (+ step records)  the run's keep
+//	step          R#<run>            S#<index>           step records committed without events        the run's keep
 //	approval      A#<approval>       A                   Approval (the request; settled lazily)       the run's keep
 //	broker        B#<p>:<user>:<coll> <key>              BrokerRecord                                 never
 //	revocations   CTR#<p>:<user>     R                   CustomerRevocations of one end user          its last revocation's end
@@ -34,7 +34,40 @@
 //	byProject  g1pk R#<project> | A#<project>  g1sk <createdAt|requestedAt>#<id>   runs and approvals of a project
 //	pending    g2pk <project>                  g2sk <requestedAt>#<approval>       runs whose current approval is pending
 //	due        g3pk <shard>                    g3sk <expiresAt>#<approval>         the same, for the sweeper
-//	stall      g4pk <shard>                    g4sk <lease lower bound>#<run>      unfinished runs
+//	stall      g4pk <shard>                    g4sk <lease lower bound>#<run>      queued and running runs
+//
+// # Which write moves what
+//
+// Requests of each operation, in order, and the index entries each moves
+// (→ enters, ← leaves). Everything else reads.
+//
+//	operation                 requests                                         index entries
+//	CreateRun                 PutItem run (TransactWriteItems with the         → byProject R#, → stall
+//	                          idempotency record when a key is given)
+//	ClaimRun                  UpdateItem run (lease, attempts)                 stall moved down only if the lease is below its bound
+//	CommitRun, events fit     UpdateItem run (state; events into its tail)     ← stall when it finishes the run
+//	CommitRun, otherwise      GetItem run; [settle the previous approval;      with an approval: → byProject A# (approval
+//	(steps, an approval, or   PutItem approval]; [PutItem commit: tail +       item), → pending, → due, ← stall (run item);
+//	a full tail)              events + steps]; UpdateItem run (the commit      ← stall when it finishes the run
+//	                          point: state, tail emptied, steps mapped)
+//	DecideApproval            BatchGetItem approval + run (none when the       ← pending, ← due; → stall when it queues
+//	                          caller hands its read); UpdateItem run (the      the run
+//	                          decision in the run's approval slot)
+//	ListStalledRuns, sweep    Query stall (every shard); BatchGetItem runs     —
+//	ListDueApprovals          Query due (every shard); BatchGetItem            —
+//	                          approvals + runs
+//
+// An approval's state lives in two items, on purpose: the approval item is
+// the request (written once, with the pause), the run item's approval slot
+// holds the decisive state of the run's current approval (pending or the
+// decision), so that a decision is one UpdateItem of one item, with no
+// transaction. Every reader goes through resolveApproval, which applies the
+// slot to the item; the item itself is settled when the next approval of
+// the same run takes the slot (settlePrevious). Settling it inside the
+// decision instead needs TransactWriteItems over both items, which bills
+// twice the write units of each: about 4 units for a decision with ~1 KB
+// items, against 1 today (BenchmarkGatedRunCost's run and approval items
+// are 0.8 KB each), +3 units on a run that costs 18.
 //
 // # The run item is the commit point
 //
@@ -61,6 +94,8 @@
 //     the engine does when a worker dies).
 //   - Steps. The run item maps each recorded step index to the item holding
 //     its record; "step already recorded" is a condition on that map.
+//     Steps that share a commit (consecutive read steps, see the engine)
+//     share its commit item.
 //   - Approvals. The run item holds its current approval's decisive state
 //     (id, status, deadline, decision) and the pending and due index keys.
 //     A decision is one conditional UpdateItem of the run item,
@@ -140,13 +175,16 @@
 // could pass DynamoDB's 400 KB item limit, and is then refused with an error
 // that says so (never truncated); lower InlineCap if that can happen.
 //
-// A 3-step gated run through the engine (BenchmarkGatedRunCost) costs 20
-// write units with ~1 KB JSON outputs (25 when they hardly compress): 7
-// updates and 1 put of the run item, 3 commit items, 1 approval item, and 8
-// index writes (byProject 2, pending 2, due 2, stall 2). The stall index
-// keeps a lower bound of the lease that renewals do not move (see
-// ListStalledRuns), and a pause keeps the run in it, so it costs 2 writes a
-// run instead of 2 per commit.
+// A 3-step gated run through the engine (BenchmarkGatedRunCost: two read
+// steps, then a write step that needs approval) costs 20 write units with
+// ~1 KB JSON outputs (23 when they hardly compress): 5 updates and 1 put of
+// the run item, 2 commit items (the two reads share the pause's), 1
+// approval item, and 10 index writes (byProject 2, pending 2, due 2, stall
+// 4). The stall index keeps a lower bound of the lease that renewals do not
+// move (see ListStalledRuns), so a run enters and leaves it once per stretch
+// of work rather than with every commit; a pause takes the run out (and the
+// decision puts it back), which costs 2 writes a gated run and keeps a
+// sweep from reading every waiting run.
 //
 // Global secondary indexes are eventually consistent on AWS: a list may miss
 // a run created or include an approval decided a moment ago. Everything that
@@ -387,16 +425,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// clampLimit applies the page size rules of package store.
-func clampLimit(limit int) int {
-	switch {
-	case limit <= 0:
-		return store.DefaultLimit
-	case limit > store.MaxLimit:
-		return store.MaxLimit
-	}
-	return limit
-}
+// clampLimit is the page size rule of package store (store.ClampLimit).
+func clampLimit(limit int) int { return store.ClampLimit(limit) }
 
 // Table is the name of the store's table.
 func (s *Store) Table() string { return s.table }

@@ -202,12 +202,13 @@ var errBoundAbove = errors.New("stall bound above the new lease")
 // writes each time. ListStalledRuns reads the candidates whose bound is past
 // and checks their real lease. A write that would put the lease below the
 // bound is refused by the condition (errBoundAbove) and redone with force,
-// which moves the bound down. Awaiting runs keep their entry (they are
-// filtered out by status), so a pause and a resume move nothing; finished
-// runs leave the index.
+// which moves the bound down. Runs awaiting an approval leave the index
+// (the due index holds them) and enter it again when the decision queues
+// them, so that a sweep reads no waiting run however many wait; finished
+// runs leave it too.
 func (s *Store) stallClauses(e *expr, runID string, st store.RunStatus, lease time.Time, force bool) {
 	switch {
-	case st.Terminal():
+	case st.Terminal() || st == store.RunAwaitingApproval:
 		e.Remove(AttrStallPK, AttrStallSK)
 	case force:
 		e.Set(AttrStallPK, avS(shardOf(runID, s.shards)))
@@ -412,8 +413,9 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimParams) (store.Run, e
 // ListRuns lists a project's runs, newest first, from the byProject index;
 // the other filters are applied to the items read.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) (store.Page[store.Run], error) {
-	if f.ProjectID == "" {
-		return store.Page[store.Run]{}, errors.New("list runs: empty projectId")
+	f, err := f.Normalize()
+	if err != nil {
+		return store.Page[store.Run]{}, err
 	}
 	l := indexList{
 		index: IndexByProject, pkAttr: AttrByProjectPK, skAttr: AttrByProjectSK,
@@ -524,8 +526,9 @@ func (s *Store) queryShards(ctx context.Context, index, pkAttr, skAttr, upTo str
 // bound is before now is a candidate, and the run items tell which ones are
 // stalled. Candidates are read in bound order, and reading stops once the
 // bound passes the limit-th oldest stalled lease found: no later candidate
-// can be older. The cost is a read of every unfinished run whose bound is
-// past, which includes long-running and awaiting runs.
+// can be older. The cost is a read of every queued or running run whose
+// bound is past (long-running runs included); runs awaiting an approval are
+// not in the index.
 func (s *Store) ListStalledRuns(ctx context.Context, now time.Time, limit int) ([]store.Run, error) {
 	limit = clampLimit(limit)
 	// Bounds are "<time>#<run>": below "<now>" is strictly before now.
