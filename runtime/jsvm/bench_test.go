@@ -22,7 +22,7 @@ export async function noop(input, context) {
 
 func benchBundle(b *testing.B, r *Runtime) *bundle.Bundle {
 	b.Helper()
-	c := bundle.NewCompiler(bundle.Options{Setup: r.Setup})
+	c := r.Compiler(bundle.Options{})
 	bn, err := c.Load(context.Background(), "handlers.mjs", []byte(benchSource))
 	if err != nil {
 		b.Fatal(err)

@@ -99,9 +99,9 @@
 // TextEncoder and TextDecoder (utf-8); atob and btoa; crypto.randomUUID and
 // crypto.getRandomValues. An error thrown by a timer or microtask callback
 // fails the invocation (CodeHandlerError), as an uncaught exception would
-// in Node. The bundle's top-level code sees the same globals (pass
-// Runtime.Setup as bundle.Options.Setup), but there fetch rejects and
-// setTimeout throws: host work belongs to handlers.
+// in Node. The bundle's top-level code sees the same globals (compile it
+// with Runtime.Compiler), but there fetch rejects and setTimeout throws:
+// host work belongs to handlers.
 //
 // fetch(url, {method, headers, body}) supports http and https, string,
 // JSON (a plain object or array), URLSearchParams and byte bodies, and

@@ -13,7 +13,7 @@ import (
 func ExampleRuntime_Invoke() {
 	rt := jsvm.New(jsvm.Options{})
 	defer rt.Close()
-	compiler := bundle.NewCompiler(bundle.Options{Setup: rt.Setup})
+	compiler := rt.Compiler(bundle.Options{})
 	b, err := compiler.Load(context.Background(), "handlers.mjs", []byte(`
 export async function refundOrder(input, context) {
   const order = await context.broker.get("orders", input.id);

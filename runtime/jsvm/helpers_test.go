@@ -31,8 +31,7 @@ func load(t testing.TB, r *Runtime, src string) *bundle.Bundle {
 
 func loadNamed(t testing.TB, r *Runtime, name, src string) *bundle.Bundle {
 	t.Helper()
-	c := bundle.NewCompiler(bundle.Options{Setup: r.Setup})
-	b, err := c.Load(context.Background(), name, []byte(src))
+	b, err := r.Compiler(bundle.Options{}).Load(context.Background(), name, []byte(src))
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
@@ -100,8 +99,4 @@ func idleVMs(r *Runtime, b *bundle.Bundle) int {
 		return len(p.idle)
 	}
 	return 0
-}
-
-func newCompiler(r *Runtime) *bundle.Compiler {
-	return bundle.NewCompiler(bundle.Options{Setup: r.Setup})
 }

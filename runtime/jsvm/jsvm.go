@@ -236,9 +236,16 @@ func (r *Runtime) Close() {
 	}
 }
 
+// Compiler returns a new Compiler of bundles for r: o with Setup set to
+// r.Setup.
+func (r *Runtime) Compiler(o bundle.Options) *bundle.Compiler {
+	o.Setup = r.Setup
+	return bundle.NewCompiler(o)
+}
+
 // Setup installs on vm the globals handlers get (console, fetch, timers,
-// URL, TextEncoder, …, and the size-checked built-ins). Pass it as
-// bundle.Options.Setup so that a bundle's top-level code sees the same
+// URL, TextEncoder, …, and the size-checked built-ins). Compiler passes it
+// as bundle.Options.Setup so that a bundle's top-level code sees the same
 // globals when the compiler lists its exports. On such a VM no handler
 // runs: console output is dropped, and fetch, timers and the broker throw.
 func (r *Runtime) Setup(vm *goja.Runtime) error {

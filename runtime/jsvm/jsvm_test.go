@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"stead/runtime/bundle"
 )
 
 const basics = `
@@ -881,7 +883,7 @@ export function builtins() {
 func TestTopLevelHostCallsRefused(t *testing.T) {
 	t.Parallel()
 	r := newRuntime(t, Options{})
-	_, err := newCompiler(r).Load(context.Background(), "handlers.mjs", []byte(`setTimeout(() => {}, 1); export function f() {}`))
+	_, err := r.Compiler(bundle.Options{}).Load(context.Background(), "handlers.mjs", []byte(`setTimeout(() => {}, 1); export function f() {}`))
 	if err == nil || !strings.Contains(err.Error(), "only available while a handler runs") {
 		t.Errorf("top-level setTimeout: got %v", err)
 	}

@@ -151,7 +151,7 @@ func TestCloseCancelsRunningCalls(t *testing.T) {
 func TestDeeplyNestedBundleIsRefusedInAWorker(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, sandbox.Options{})
-	c := bundle.NewCompiler(bundle.Options{ListExports: p.ListExports})
+	c := p.Compiler(bundle.Options{})
 	src := "export const x = " + strings.Repeat("[", 300000) + strings.Repeat("]", 300000) + ";"
 	_, err := c.Load(context.Background(), "handlers.mjs", []byte(src))
 	if be, ok := bundle.AsError(err); !ok || be.Code != bundle.CodeEvaluation {

@@ -482,11 +482,18 @@ func (p *Pool) start(key string, b *bundle.Bundle) (*proc, error) {
 // evaluating the top level (5s), and the parent's kill a little later.
 const listTimeout = 6 * time.Second
 
+// Compiler returns a new Compiler of bundles for p: o with ListExports set
+// to p.ListExports.
+func (p *Pool) Compiler(o bundle.Options) *bundle.Compiler {
+	o.ListExports = p.ListExports
+	return bundle.NewCompiler(o)
+}
+
 // ListExports evaluates b's top level in a worker started for it alone and
-// lists its exports. Pass it as bundle.Options.ListExports, so that the
-// process that compiles bundles (at deploy, and when it loads a deployment)
-// never runs their code. A top level that fails, or kills its worker, is a
-// *bundle.Error (bundle.CodeEvaluation).
+// lists its exports. Compiler passes it as bundle.Options.ListExports, so
+// that the process that compiles bundles (at deploy, and when it loads a
+// deployment) never runs their code. A top level that fails, or kills its
+// worker, is a *bundle.Error (bundle.CodeEvaluation).
 func (p *Pool) ListExports(ctx context.Context, b *bundle.Bundle) ([]bundle.Export, error) {
 	const tenant = "\x00deploy"
 	if err := p.acquireSlot(ctx, tenant); err != nil {

@@ -39,7 +39,7 @@ func load(t testing.TB, src string) *bundle.Bundle {
 	t.Helper()
 	rt := jsvm.New(jsvm.Options{})
 	defer rt.Close()
-	b, err := bundle.NewCompiler(bundle.Options{Setup: rt.Setup}).Load(context.Background(), "handlers.mjs", []byte(src))
+	b, err := rt.Compiler(bundle.Options{}).Load(context.Background(), "handlers.mjs", []byte(src))
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -287,7 +287,7 @@ func TestConcurrentCallsUseSeparateWorkers(t *testing.T) {
 func TestListExportsInAWorker(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, sandbox.Options{})
-	c := bundle.NewCompiler(bundle.Options{ListExports: p.ListExports})
+	c := p.Compiler(bundle.Options{})
 	ctx := context.Background()
 	_, err := c.Load(ctx, "handlers.mjs", []byte(`JSON.parse("[".repeat(3e6) + "]".repeat(3e6)); export async function h() {}`))
 	be, ok := bundle.AsError(err)
