@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"stead/api"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store/boltstore"
@@ -50,8 +49,7 @@ func BenchmarkHTTPApprovalLatency(b *testing.B) {
 	defer rt.Close()
 	pool := engine.NewPool(4, 1024, nil)
 	eng, err := engine.New(engine.Config{
-		Store: st, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker: rt, Dispatch: pool,
+		Store: st, Blobs: blobs, Invoker: rt, Dispatch: pool,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"stead/api"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store/boltstore"
@@ -58,8 +57,7 @@ func ExampleNew() {
 	defer rt.Close()
 	pool := engine.NewPool(4, 0, nil)
 	eng, err := engine.New(engine.Config{
-		Store: st, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker: rt, Dispatch: pool,
+		Store: st, Blobs: blobs, Invoker: rt, Dispatch: pool,
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -20,7 +20,6 @@ import (
 
 	"stead/api"
 	"stead/infra/testclock"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store"
@@ -146,7 +145,6 @@ func setup(t testing.TB, opts ...func(*api.Config)) *world {
 	eng, err := engine.New(engine.Config{
 		Store:    st,
 		Blobs:    blobs,
-		Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
 		Invoker:  rt,
 		Dispatch: pool,
 		Now:      clk.Now,

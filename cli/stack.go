@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"stead/api"
-	"stead/runtime/bundle"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -49,7 +48,7 @@ type StackConfig struct {
 	// NoSync skips fsync on store commits (tests only).
 	NoSync bool
 	// Entropy feeds ids in the engine; crypto/rand when nil.
-	Entropy func(p []byte) (int, error)
+	Entropy io.Reader
 	// APIEntropy feeds key secrets and request ids in the API; crypto/rand
 	// when nil.
 	APIEntropy io.Reader
@@ -118,7 +117,6 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 	eng, err := engine.New(engine.Config{
 		Store:    st,
 		Blobs:    blobs,
-		Compiler: bundle.NewCompiler(bundle.Options{ListExports: sb.ListExports}),
 		Invoker:  sb,
 		Dispatch: pool,
 		Now:      cfg.Now,

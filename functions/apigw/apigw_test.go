@@ -21,7 +21,6 @@ import (
 
 	"stead/api"
 	"stead/functions/apigw"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store/boltstore"
@@ -335,7 +334,7 @@ func TestSteadAPI(t *testing.T) {
 	}
 	rt := jsvm.New(jsvm.Options{})
 	t.Cleanup(rt.Close)
-	eng, err := engine.New(engine.Config{Store: st, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}), Invoker: rt, Dispatch: noDispatch{}})
+	eng, err := engine.New(engine.Config{Store: st, Blobs: blobs, Invoker: rt, Dispatch: noDispatch{}})
 	if err != nil {
 		t.Fatal(err)
 	}

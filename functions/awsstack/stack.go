@@ -36,7 +36,6 @@ import (
 
 	"stead/api"
 	"stead/functions/apigw"
-	"stead/runtime/bundle"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -126,9 +125,9 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	eng, err := engine.New(engine.Config{
 		Store:         st,
 		Blobs:         bundles,
-		Compiler:      bundle.NewCompiler(bundle.Options{ListExports: sb.ListExports, MaxSize: int(cfg.MaxBundleBytes)}),
 		Invoker:       sb,
 		Dispatch:      dispatch,
+		MaxBundle:     cfg.MaxBundleBytes,
 		Now:           o.Now,
 		WorkerID:      cfg.WorkerID,
 		DispatchGrace: cfg.DispatchGrace,

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"stead/approvals"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/runtime/sandbox"
@@ -102,9 +101,7 @@ func benchEngine(b *testing.B, sandboxed bool) (*engine.Engine, *countingStore, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := jsvm.New(jsvm.Options{})
-	b.Cleanup(rt.Close)
-	var inv engine.Invoker = rt
+	var inv engine.Invoker
 	if sandboxed {
 		sb, err := sandbox.New(sandbox.Options{})
 		if err != nil {
@@ -112,10 +109,13 @@ func benchEngine(b *testing.B, sandboxed bool) (*engine.Engine, *countingStore, 
 		}
 		b.Cleanup(sb.Close)
 		inv = sb
+	} else {
+		rt := jsvm.New(jsvm.Options{})
+		b.Cleanup(rt.Close)
+		inv = rt
 	}
 	eng, err := engine.New(engine.Config{
-		Store: cs, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker: inv, Dispatch: nopDispatch{},
+		Store: cs, Blobs: blobs, Invoker: inv, Dispatch: nopDispatch{},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -34,7 +34,7 @@ func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployPara
 	if err != nil {
 		return store.Deployment{}, err
 	}
-	b, err := e.cfg.Compiler.Load(ctx, BundleName, p.Bundle)
+	b, err := e.compiler.Load(ctx, BundleName, p.Bundle)
 	if err != nil {
 		return store.Deployment{}, err
 	}
@@ -96,14 +96,14 @@ func (c *deploymentCache) get(ctx context.Context, projectID string, version int
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := c.e.cfg.Compiler.Get(d.Digest); ok {
+	if b, ok := c.e.compiler.Get(d.Digest); ok {
 		return &deployment{Deployment: d.Deployment, config: d.config, bundle: b, models: d.models}, nil
 	}
 	src, err := c.e.cfg.Blobs.Get(ctx, d.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("get bundle %s: %w", d.Digest, err)
 	}
-	b, err := c.e.cfg.Compiler.Load(ctx, BundleName, src)
+	b, err := c.e.compiler.Load(ctx, BundleName, src)
 	if err != nil {
 		return nil, fmt.Errorf("compile bundle %s: %w", d.Digest, err)
 	}

@@ -84,6 +84,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -106,9 +107,18 @@ var (
 	ErrNoDeployment = errors.New("nothing is deployed yet; deploy a bundle and stead.json first (stead deploy)")
 )
 
-// Invoker runs one handler export.
+// Invoker is the JS runtime that runs handlers (a *jsvm.Runtime in
+// process, a *sandbox.Pool in worker processes). It also makes the
+// compiler of the bundles it runs, so the two cannot come from different
+// runtimes. A wrapper that embeds an Invoker and overrides Invoke keeps the
+// compiler of the runtime it wraps.
 type Invoker interface {
+	// Invoke runs one handler export of b, compiled by a Compiler this
+	// Invoker made. Errors are *jsvm.Error.
 	Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error)
+	// Compiler returns a new Compiler with o's limits whose bundles Invoke
+	// runs; the runtime sets o.Setup or o.ListExports itself.
+	Compiler(o bundle.Options) *bundle.Compiler
 }
 
 // Blobs keeps bundles by digest.
@@ -128,15 +138,18 @@ type Dispatcher interface {
 
 // Config wires an Engine.
 type Config struct {
-	Store    store.Store
-	Blobs    Blobs
-	Compiler *bundle.Compiler
+	Store store.Store
+	Blobs Blobs
+	// Invoker runs handlers and compiles their bundles.
 	Invoker  Invoker
 	Dispatch Dispatcher
+	// MaxBundle bounds a deployed bundle; bundle.DefaultMaxSize (5 MiB)
+	// when zero.
+	MaxBundle int64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Entropy feeds ids; crypto/rand when nil.
-	Entropy func(p []byte) (int, error)
+	Entropy io.Reader
 	// WorkerID names this process in leases.
 	WorkerID string
 	// LeaseMargin is added to the longest tool timeout of an agent to form a
@@ -170,18 +183,18 @@ func (c *Config) validate() error {
 		return errors.New("engine config: Store is required")
 	case c.Blobs == nil:
 		return errors.New("engine config: Blobs is required")
-	case c.Compiler == nil:
-		return errors.New("engine config: Compiler is required")
 	case c.Invoker == nil:
 		return errors.New("engine config: Invoker is required")
 	case c.Dispatch == nil:
 		return errors.New("engine config: Dispatch is required")
+	case c.MaxBundle < 0:
+		return errors.New("engine config: MaxBundle must not be negative")
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Entropy == nil {
-		c.Entropy = rand.Read
+		c.Entropy = rand.Reader
 	}
 	if c.WorkerID == "" {
 		c.WorkerID = "worker"
@@ -206,6 +219,7 @@ func (c *Config) validate() error {
 type Engine struct {
 	cfg         Config
 	store       store.Store
+	compiler    *bundle.Compiler
 	deployments *deploymentCache
 	watch       *hub
 
@@ -229,15 +243,12 @@ func New(cfg Config) (*Engine, error) {
 		store:   cfg.Store,
 		watch:   newHub(),
 		running: map[string]context.CancelFunc{},
-		ids:     ulid.Monotonic(readerFunc(cfg.Entropy), 0),
+		ids:     ulid.Monotonic(cfg.Entropy, 0),
 	}
+	e.compiler = cfg.Invoker.Compiler(bundle.Options{MaxSize: int(cfg.MaxBundle)})
 	e.deployments = newDeploymentCache(e)
 	return e, nil
 }
-
-type readerFunc func(p []byte) (int, error)
-
-func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // newID returns a sortable unique id with a prefix: "run_01J…".
 func (e *Engine) newID(prefix string) string {

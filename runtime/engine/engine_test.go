@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"stead/approvals"
+	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/store"
 )
@@ -535,6 +536,38 @@ func TestDeployRefusals(t *testing.T) {
 	page, _ := h.store.ListDeployments(h.ctx, h.project, "", 10)
 	if len(page.Items) != 1 {
 		t.Errorf("%d deployments, want 1: refused deployments must store nothing", len(page.Items))
+	}
+}
+
+// compilerSpy records the size limit of each compiler the engine asks its
+// invoker for.
+type compilerSpy struct {
+	engine.Invoker
+	maxSizes []int
+}
+
+func (c *compilerSpy) Compiler(o bundle.Options) *bundle.Compiler {
+	c.maxSizes = append(c.maxSizes, o.MaxSize)
+	return c.Invoker.Compiler(o)
+}
+
+// The engine compiles bundles with a compiler its invoker makes, once per
+// engine, bounded by MaxBundle.
+func TestDeployCompilesWithTheInvokersCompiler(t *testing.T) {
+	t.Parallel()
+	spy := &compilerSpy{}
+	h := setup(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker { spy.Invoker = rt; return spy }
+	})
+	h.cfg.MaxBundle = int64(len(handlers))
+	h.restart()
+	if want := []int{0, len(handlers)}; !slices.Equal(spy.maxSizes, want) {
+		t.Fatalf("compilers asked for with MaxSize %v, want %v", spy.maxSizes, want)
+	}
+	h.deploy(h.owner, handlers, config)
+	_, err := h.eng.Deploy(h.ctx, h.owner, engine.DeployParams{Bundle: []byte(handlers + "\n"), Config: []byte(config)})
+	if be, ok := bundle.AsError(err); !ok || be.Code != bundle.CodeTooLarge {
+		t.Errorf("a bundle over MaxBundle: %v, want %s", err, bundle.CodeTooLarge)
 	}
 }
 

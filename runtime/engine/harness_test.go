@@ -13,7 +13,6 @@ import (
 
 	"stead/approvals"
 	"stead/infra/testclock"
-	"stead/runtime/bundle"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -203,7 +202,6 @@ type harness struct {
 	t   *testing.T
 	ctx context.Context
 	eng *engine.Engine
-	rt  *jsvm.Runtime
 	// cfg builds eng; restart builds another engine from it, as a new
 	// process over the same store would be.
 	cfg engine.Config
@@ -225,7 +223,9 @@ type harness struct {
 
 type options struct {
 	wrap func(store.Store) store.Store
-	// invoker, if set, wraps the handler runtime (fault injection).
+	// invoker, if set, wraps the handler runtime (fault injection); a
+	// wrapper that embeds the engine.Invoker it is given and overrides
+	// Invoke keeps that runtime's compiler.
 	invoker func(engine.Invoker) engine.Invoker
 	// maxToolResult sets engine.ModelOptions.MaxToolResult;
 	// maxOutputInline sets engine.Config.MaxOutputInline.
@@ -294,7 +294,6 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	cfg := engine.Config{
 		Store:           st,
 		Blobs:           blobs,
-		Compiler:        bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
 		Invoker:         inv,
 		Dispatch:        q,
 		Now:             clk.Now,
@@ -322,7 +321,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		}
 	}
 	h := &harness{
-		t: t, ctx: ctx, eng: eng, rt: rt, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
+		t: t, ctx: ctx, eng: eng, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
 		owner:    approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleOwner, ID: "key_owner"},
 		dev:      approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper, ID: "key_dev"},
 		customer: approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleCustomer, ID: "customer:alice", EndUserID: "alice"},
@@ -347,7 +346,6 @@ func (h *harness) deploy(actor approvals.Actor, src, cfg string) store.Deploymen
 func (h *harness) restart() {
 	h.t.Helper()
 	cfg := h.cfg
-	cfg.Compiler = bundle.NewCompiler(bundle.Options{Setup: h.rt.Setup})
 	cfg.WorkerID = "test-2"
 	eng, err := engine.New(cfg)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"stead/approvals"
-	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store"
@@ -125,8 +124,7 @@ func newGatedBench(tb testing.TB) gatedBench {
 	rt := jsvm.New(jsvm.Options{})
 	tb.Cleanup(rt.Close)
 	eng, err := engine.New(engine.Config{
-		Store: metered, Blobs: blobs, Compiler: bundle.NewCompiler(bundle.Options{Setup: rt.Setup}),
-		Invoker: rt, Dispatch: nopDispatch{},
+		Store: metered, Blobs: blobs, Invoker: rt, Dispatch: nopDispatch{},
 	})
 	if err != nil {
 		tb.Fatal(err)
