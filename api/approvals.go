@@ -14,28 +14,17 @@ import (
 // maxNoteLen bounds a decision's note.
 const maxNoteLen = 2000
 
-// listApprovals: GET /v1/approvals?status=pending|approved|denied|expired|cancelled|all
-// &order=newest|expiring&runId=&cursor=&limit= (default: pending, newest first).
+// listApprovals: GET /v1/approvals?status=&order=&runId=&cursor=&limit=:
+// status and order as package store parses them (ParseApprovalStatus,
+// ParseApprovalOrder; by default pending, newest first).
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q := newQuery(r)
-	f := store.ApprovalFilter{RunID: q.str("runId"), Cursor: q.str("cursor"), Limit: q.limit(), Order: store.NewestFirst}
-	switch st := q.str("status"); st {
-	case "":
-		f.Status = approvals.Pending
-	case "all":
-	default:
-		f.Status = approvals.Status(st)
-		if !f.Status.Valid() {
-			q.bad("status", "must be one of pending, approved, denied, expired, cancelled, all (got %q)", st)
-		}
-	}
-	switch o := q.str("order"); o {
-	case "", string(store.NewestFirst):
-	case string(store.ExpiringFirst):
-		f.Order = store.ExpiringFirst
-	default:
-		q.bad("order", "must be newest or expiring (got %q)", o)
-	}
+	f := store.ApprovalFilter{RunID: q.str("runId"), Cursor: q.str("cursor"), Limit: q.limit()}
+	var err error
+	f.Status, err = store.ParseApprovalStatus(q.str("status"))
+	q.check(err)
+	f.Order, err = store.ParseApprovalOrder(q.str("order"))
+	q.check(err)
 	if err := q.err(); err != nil {
 		return err
 	}

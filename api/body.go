@@ -123,18 +123,21 @@ func (q *query) bad(field, format string, args ...any) {
 
 func (q *query) str(name string) string { return q.v.Get(name) }
 
-// limit reads ?limit= (1..store.MaxLimit); 0 when absent.
+// limit reads ?limit= (store.ParseLimit: 1..store.MaxLimit); 0 when absent.
 func (q *query) limit() int {
-	s := q.v.Get("limit")
-	if s == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > store.MaxLimit {
-		q.bad("limit", "must be a whole number from 1 to %d (got %q)", store.MaxLimit, s)
-		return 0
-	}
+	n, err := store.ParseLimit(q.v.Get("limit"))
+	q.check(err)
 	return n
+}
+
+// check records a list filter that package store refused (a
+// *store.FilterError, or nil) as a problem of its field.
+func (q *query) check(err error) {
+	if fe := (*store.FilterError)(nil); errors.As(err, &fe) {
+		q.bad(fe.Field, "%s", fe.Problem())
+	} else if err != nil {
+		q.bad("", "%s", err.Error())
+	}
 }
 
 // wait reads ?wait= as a Go duration ("30s") or whole seconds ("30"), at

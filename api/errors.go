@@ -139,7 +139,10 @@ func translate(err error) *Error {
 	var inputErr *engine.InputError
 	var editErr *engine.EditError
 	var cfgErr *agent.ConfigError
+	var filterErr *store.FilterError
 	switch {
+	case errors.As(err, &filterErr):
+		return invalidField(filterErr.Field, "%s", filterErr.Problem())
 	case errors.As(err, &inputErr):
 		return invalid(inputProblems("input", inputErr.Err)...)
 	case errors.As(err, &editErr):

@@ -129,19 +129,19 @@ func runError(id string, err error) error {
 	return err
 }
 
-// listRuns: GET /v1/runs?status=&agent=&endUserId=&cursor=&limit=.
+// listRuns: GET /v1/runs?status=&agent=&endUserId=&cursor=&limit= (status
+// as store.ParseRunStatus reads it).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q := newQuery(r)
 	f := store.RunFilter{
-		Status:    store.RunStatus(q.str("status")),
 		Agent:     q.str("agent"),
 		EndUserID: q.str("endUserId"),
 		Cursor:    q.str("cursor"),
 		Limit:     q.limit(),
 	}
-	if f.Status != "" && !f.Status.Valid() {
-		q.bad("status", "must be one of queued, running, awaiting-approval, succeeded, failed, cancelled (got %q)", f.Status)
-	}
+	var err error
+	f.Status, err = store.ParseRunStatus(q.str("status"))
+	q.check(err)
 	if err := q.err(); err != nil {
 		return err
 	}

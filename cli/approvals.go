@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/store"
 )
 
 type approvalsOptions struct {
@@ -34,26 +35,18 @@ Review an approval's exact input with stead approval ID before deciding.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.status, "status", "pending", "pending, approved, denied, expired, cancelled or all")
-	f.StringVar(&o.order, "order", "newest", "newest (requested last first) or expiring (soonest deadline first)")
-	f.IntVar(&o.limit, "limit", 50, "how many approvals to list (at most 500)")
+	f.StringVar(&o.status, "status", string(store.DefaultApprovalStatus), store.Choices(store.ApprovalStatusChoices()...))
+	f.StringVar(&o.order, "order", string(store.NewestFirst), "newest (requested last first) or expiring (soonest deadline first)")
+	f.IntVar(&o.limit, "limit", store.DefaultLimit, fmt.Sprintf("how many approvals to list (at most %d)", store.MaxLimit))
 	f.StringVar(&o.cursor, "cursor", "", "continue a previous list (its next cursor)")
 	return cmd
 }
 
 func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
-	switch o.status {
-	case "pending", "approved", "denied", "expired", "cancelled", "all":
-	default:
-		return usagef("--status must be pending, approved, denied, expired, cancelled or all (got %q)", o.status)
-	}
-	switch o.order {
-	case "newest", "expiring":
-	default:
-		return usagef("--order must be newest or expiring (got %q)", o.order)
-	}
-	if o.limit < 1 || o.limit > 500 {
-		return usagef("--limit must be from 1 to 500 (got %d)", o.limit)
+	_, statusErr := store.ParseApprovalStatus(o.status)
+	_, orderErr := store.ParseApprovalOrder(o.order)
+	if err := filterFlags(statusErr, orderErr, store.CheckLimit(o.limit)); err != nil {
+		return err
 	}
 	c, err := a.client()
 	if err != nil {

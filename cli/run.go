@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/store"
 )
 
 // Run statuses as the API spells them.
@@ -383,17 +384,18 @@ func (a *app) runsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.status, "status", "", "only runs in this status: queued, running, awaiting-approval, succeeded, failed, cancelled")
+	f.StringVar(&o.status, "status", "", "only runs in this status: "+store.Choices(store.RunStatuses...))
 	f.StringVar(&o.agent, "agent", "", "only runs of this agent")
 	f.StringVar(&o.endUser, "end-user", "", "only runs of this end user")
-	f.IntVar(&o.limit, "limit", 20, "how many runs to list (at most 500)")
+	f.IntVar(&o.limit, "limit", 20, fmt.Sprintf("how many runs to list (at most %d)", store.MaxLimit))
 	f.StringVar(&o.cursor, "cursor", "", "continue a previous list (its next cursor)")
 	return cmd
 }
 
 func (a *app) runs(ctx context.Context, o runsOptions) error {
-	if o.limit < 1 || o.limit > 500 {
-		return usagef("--limit must be from 1 to 500 (got %d)", o.limit)
+	_, statusErr := store.ParseRunStatus(o.status)
+	if err := filterFlags(statusErr, store.CheckLimit(o.limit)); err != nil {
+		return err
 	}
 	c, err := a.client()
 	if err != nil {
@@ -427,6 +429,21 @@ func (a *app) runs(ctx context.Context, o runsOptions) error {
 	}
 	if list.NextCursor != "" {
 		fmt.Fprintf(a.stdout(), "more: stead runs --cursor %s\n", list.NextCursor)
+	}
+	return nil
+}
+
+// filterFlags turns the first list filter that package store refused (a
+// *store.FilterError) into a usage error that names its flag: the flags of
+// a list are named like the API's query parameters.
+func filterFlags(errs ...error) error {
+	for _, err := range errs {
+		if fe := (*store.FilterError)(nil); errors.As(err, &fe) {
+			return usagef("--%s %s", fe.Field, fe.Problem())
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"stead/approvals"
@@ -58,14 +59,11 @@ func (s RunStatus) Terminal() bool {
 	return s == RunSucceeded || s == RunFailed || s == RunCancelled
 }
 
-// Valid reports whether s is a run status.
-func (s RunStatus) Valid() bool {
-	switch s {
-	case RunQueued, RunRunning, RunAwaitingApproval, RunSucceeded, RunFailed, RunCancelled:
-		return true
-	}
-	return false
-}
+// RunStatuses are every run status, in the order they are offered to users.
+var RunStatuses = []RunStatus{RunQueued, RunRunning, RunAwaitingApproval, RunSucceeded, RunFailed, RunCancelled}
+
+// Valid reports whether s is one of RunStatuses.
+func (s RunStatus) Valid() bool { return slices.Contains(RunStatuses, s) }
 
 // Trust is a run's trust level. It only ever goes down.
 type Trust string
@@ -343,7 +341,8 @@ type BrokerScope struct {
 	EndUserID string
 }
 
-// RunFilter selects runs of one project, newest first.
+// RunFilter selects runs of one project, newest first. Backends check it
+// with Normalize.
 type RunFilter struct {
 	ProjectID string
 	Status    RunStatus // optional
@@ -354,22 +353,8 @@ type RunFilter struct {
 	Limit  int
 }
 
-// Page sizes of every list.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 500
-)
-
-// ApprovalOrder orders approval lists.
-type ApprovalOrder string
-
-// Orders: newest request first (default) or soonest expiry first.
-const (
-	NewestFirst   ApprovalOrder = "newest"
-	ExpiringFirst ApprovalOrder = "expiring"
-)
-
-// ApprovalFilter selects approvals of one project.
+// ApprovalFilter selects approvals of one project. Backends check it with
+// Normalize.
 type ApprovalFilter struct {
 	ProjectID string
 	// Status is optional; empty means all.
@@ -382,7 +367,7 @@ type ApprovalFilter struct {
 
 // Page is a page of results and the cursor to the next one ("" when done).
 // Lists take a limit: 0 or less means DefaultLimit, more than MaxLimit means
-// MaxLimit.
+// MaxLimit (ClampLimit).
 type Page[T any] struct {
 	Items      []T
 	NextCursor string

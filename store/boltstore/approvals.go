@@ -78,31 +78,26 @@ func putApproval(tx *bolt.Tx, old *approvals.Approval, a approvals.Approval) err
 // pending-only indexes; other lists scan all of the project's approvals in
 // the asked order and filter.
 func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) (store.Page[approvals.Approval], error) {
-	if f.ProjectID == "" {
-		return store.Page[approvals.Approval]{}, errors.New("list approvals: empty projectId")
-	}
-	if f.Status != "" && !f.Status.Valid() {
-		return store.Page[approvals.Approval]{}, fmt.Errorf("list approvals: status %q is not an approval status", f.Status)
+	f, err := f.Normalize()
+	if err != nil {
+		return store.Page[approvals.Approval]{}, err
 	}
 	p := prefix(f.ProjectID)
 	l := list{prefix: p, cursor: f.Cursor, limit: f.Limit}
 	pending := f.Status == approvals.Pending
-	switch f.Order {
-	case store.NewestFirst, "":
-		l.bucket, l.desc = xAprProject, true
-		if pending {
-			l.bucket = xAprPending
-		}
-	case store.ExpiringFirst:
+	if f.Order == store.ExpiringFirst {
 		l.bucket = xAprProjectExp
 		if pending {
 			l.bucket = xAprPendingExp
 		}
-	default:
-		return store.Page[approvals.Approval]{}, fmt.Errorf("list approvals: order %q is not %q or %q", f.Order, store.NewestFirst, store.ExpiringFirst)
+	} else {
+		l.bucket, l.desc = xAprProject, true
+		if pending {
+			l.bucket = xAprPending
+		}
 	}
 	var out store.Page[approvals.Approval]
-	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+	err = s.view(ctx, func(tx *bolt.Tx) (err error) {
 		out, err = page(tx, l, func(k, _ []byte) (approvals.Approval, bool, error) {
 			a, err := getApproval(tx, string(k[len(p)+timeLen:]))
 			if err != nil {
@@ -122,7 +117,7 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) (stor
 // ListDueApprovals lists pending approvals of any project whose ExpiresAt is
 // at or before now, soonest first.
 func (s *Store) ListDueApprovals(ctx context.Context, now time.Time, limit int) ([]approvals.Approval, error) {
-	limit = clampLimit(limit)
+	limit = store.ClampLimit(limit)
 	var out []approvals.Approval
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		end := string(timeKey(now))

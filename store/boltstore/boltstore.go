@@ -210,14 +210,3 @@ func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 	}
 	return b
 }
-
-// clampLimit applies the page size rules of package store.
-func clampLimit(limit int) int {
-	switch {
-	case limit <= 0:
-		return store.DefaultLimit
-	case limit > store.MaxLimit:
-		return store.MaxLimit
-	}
-	return limit
-}

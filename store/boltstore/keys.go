@@ -134,7 +134,7 @@ func page[T any](tx *bolt.Tx, l list, load func(k, v []byte) (T, bool, error)) (
 		}
 		after = k
 	}
-	limit := clampLimit(l.limit)
+	limit := store.ClampLimit(l.limit)
 	var (
 		out  store.Page[T]
 		last []byte

@@ -130,11 +130,12 @@ func appendEvents(tx *bolt.Tx, runID string, last int64, events []store.Event) (
 // ListRuns lists a project's runs, newest first. Filters other than the
 // project are applied while scanning the project's index.
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) (store.Page[store.Run], error) {
-	if f.ProjectID == "" {
-		return store.Page[store.Run]{}, errors.New("list runs: empty projectId")
+	f, err := f.Normalize()
+	if err != nil {
+		return store.Page[store.Run]{}, err
 	}
 	var out store.Page[store.Run]
-	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+	err = s.view(ctx, func(tx *bolt.Tx) (err error) {
 		p := prefix(f.ProjectID)
 		l := list{bucket: xRunProject, prefix: p, cursor: f.Cursor, desc: true, limit: f.Limit}
 		out, err = page(tx, l, func(k, _ []byte) (store.Run, bool, error) {
@@ -259,7 +260,7 @@ func (s *Store) ClaimRun(ctx context.Context, p store.ClaimParams) (store.Run, e
 // ListStalledRuns lists runs of any project that are queued or running with
 // LeaseUntil before now, oldest lease first.
 func (s *Store) ListStalledRuns(ctx context.Context, now time.Time, limit int) ([]store.Run, error) {
-	limit = clampLimit(limit)
+	limit = store.ClampLimit(limit)
 	var out []store.Run
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		end := timeKey(now)
@@ -283,7 +284,7 @@ func (s *Store) ListStalledRuns(ctx context.Context, now time.Time, limit int) (
 
 // ListEvents returns a run's events with Seq > afterSeq, in order.
 func (s *Store) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
-	limit = clampLimit(limit)
+	limit = store.ClampLimit(limit)
 	afterSeq = max(afterSeq, 0)
 	var out []store.Event
 	err := s.view(ctx, func(tx *bolt.Tx) error {

@@ -264,20 +264,11 @@ func entryRun(entry item) string { return strings.TrimPrefix(getS(entry, AttrPK)
 // per project; a project past that wants an index by deadline (one more
 // index write per approval).
 func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) (store.Page[approvals.Approval], error) {
-	if f.ProjectID == "" {
-		return store.Page[approvals.Approval]{}, errors.New("list approvals: empty projectId")
+	f, err := f.Normalize()
+	if err != nil {
+		return store.Page[approvals.Approval]{}, err
 	}
-	if f.Status != "" && !f.Status.Valid() {
-		return store.Page[approvals.Approval]{}, fmt.Errorf("list approvals: status %q is not an approval status", f.Status)
-	}
-	expiring := false
-	switch f.Order {
-	case store.NewestFirst, "":
-	case store.ExpiringFirst:
-		expiring = true
-	default:
-		return store.Page[approvals.Approval]{}, fmt.Errorf("list approvals: order %q is not %q or %q", f.Order, store.NewestFirst, store.ExpiringFirst)
-	}
+	expiring := f.Order == store.ExpiringFirst
 	keep := func(a approvals.Approval) bool {
 		return a.ID != "" && a.ProjectID == f.ProjectID && (f.Status == "" || a.Status == f.Status) && (f.RunID == "" || a.RunID == f.RunID)
 	}
@@ -292,10 +283,7 @@ func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) (stor
 		}
 		return s.loadApprovals(ctx, ids, runs)
 	}
-	var (
-		page store.Page[approvals.Approval]
-		err  error
-	)
+	var page store.Page[approvals.Approval]
 	switch {
 	case f.RunID != "":
 		page, err = s.runApprovals(ctx, f, expiring, keep)
