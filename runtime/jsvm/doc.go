@@ -120,7 +120,7 @@
 // # Limits
 //
 //   - Time: the end of ctx interrupts the VM → CodeTimeout for its
-//     deadline, CodeCanceled for a cancellation. The watchdog below
+//     deadline, CodeCancelled for a cancellation. The watchdog below
 //     registers the context.AfterFunc that does it once an invocation has
 //     run for one sampling interval (microsecond invocations never pay for
 //     it; a deadline passing sooner is acted on at most 2 ms late), and the

@@ -18,8 +18,8 @@ const (
 	CodeHandlerError = "handler-error"
 	// CodeTimeout: the invocation's deadline passed first.
 	CodeTimeout = "timeout"
-	// CodeCanceled: the invocation's context was cancelled (not by its deadline).
-	CodeCanceled = "canceled"
+	// CodeCancelled: the invocation's context was cancelled (not by its deadline).
+	CodeCancelled = "cancelled"
 	// CodeMemory: the invocation went over Options.MemoryLimit.
 	CodeMemory = "memory-limit"
 	// CodeStackOverflow: the call stack went past bundle.MaxCallStackSize.
@@ -49,14 +49,14 @@ const (
 )
 
 // NewError returns an *Error with code and message; for CodeTimeout and
-// CodeCanceled it unwraps to context.DeadlineExceeded or context.Canceled,
+// CodeCancelled it unwraps to context.DeadlineExceeded or context.Canceled,
 // as the Runtime's own do. For code that reports a call across a boundary.
 func NewError(code, message string) *Error {
 	e := &Error{Code: code, Message: message}
 	switch code {
 	case CodeTimeout:
 		e.cause = context.DeadlineExceeded
-	case CodeCanceled:
+	case CodeCancelled:
 		e.cause = context.Canceled
 	}
 	return e
@@ -90,7 +90,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns context.DeadlineExceeded or context.Canceled for
-// CodeTimeout and CodeCanceled, and nil otherwise.
+// CodeTimeout and CodeCancelled, and nil otherwise.
 func (e *Error) Unwrap() error { return e.cause }
 
 // AsError returns err as an *Error if it is one.
@@ -184,7 +184,7 @@ func (w *worker) sharedMemoryError() *Error {
 func contextError(ctx context.Context, start time.Time) *Error {
 	elapsed := time.Since(start).Round(time.Millisecond)
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return &Error{Code: CodeCanceled, cause: context.Canceled,
+		return &Error{Code: CodeCancelled, cause: context.Canceled,
 			Message: fmt.Sprintf("invocation cancelled after %s", elapsed)}
 	}
 	return &Error{Code: CodeTimeout, cause: context.DeadlineExceeded,

@@ -153,7 +153,7 @@ export async function spinInToJSON() { return { toJSON() { for (;;) {} } }; }
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, err := r.Invoke(ctx, b, Invocation{Export: "spin"})
 	e, _ = AsError(err)
-	wantCode(t, e, CodeCanceled)
+	wantCode(t, e, CodeCancelled)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("%v does not wrap context.Canceled", err)
 	}

@@ -138,7 +138,7 @@ func TestCloseCancelsRunningCalls(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	p.Close()
-	if e := <-done; e == nil || e.Code != jsvm.CodeCanceled || e.Retryable {
+	if e := <-done; e == nil || e.Code != jsvm.CodeCancelled || e.Retryable {
 		t.Errorf("a call running at Close: %+v, want canceled", e)
 	}
 	if s := p.Stats(); s.Live != 0 {

@@ -172,7 +172,7 @@ func New(o Options) (*Pool, error) {
 }
 
 // Close stops every worker and waits for them to exit. Calls running
-// concurrently fail with jsvm.CodeCanceled.
+// concurrently fail with jsvm.CodeCancelled.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	if p.closed {
@@ -238,7 +238,7 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 	}
 	if err := p.acquireSlot(ctx, inv.Tenant); err != nil {
 		if ctx.Err() == nil {
-			return res, jsvm.NewError(jsvm.CodeCanceled, "the sandbox pool is closed")
+			return res, jsvm.NewError(jsvm.CodeCancelled, "the sandbox pool is closed")
 		}
 		return res, p.contextError(ctx, start, "while waiting for a free sandbox worker")
 	}
@@ -263,7 +263,7 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 func (p *Pool) contextError(ctx context.Context, start time.Time, while string) *jsvm.Error {
 	elapsed := time.Since(start).Round(time.Millisecond)
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return jsvm.NewError(jsvm.CodeCanceled, fmt.Sprintf("invocation cancelled after %s %s", elapsed, while))
+		return jsvm.NewError(jsvm.CodeCancelled, fmt.Sprintf("invocation cancelled after %s %s", elapsed, while))
 	}
 	return jsvm.NewError(jsvm.CodeTimeout, fmt.Sprintf(
 		"handler did not finish before its deadline (ran %s, %s); make it faster or raise the step timeout", elapsed, while))
@@ -324,7 +324,7 @@ func (p *Pool) take(ctx context.Context, key string, b *bundle.Bundle) (*proc, e
 	}
 	if p.closed {
 		p.mu.Unlock()
-		return nil, jsvm.NewError(jsvm.CodeCanceled, "the sandbox pool is closed")
+		return nil, jsvm.NewError(jsvm.CodeCancelled, "the sandbox pool is closed")
 	}
 	p.starting.Add(1)
 	p.mu.Unlock()

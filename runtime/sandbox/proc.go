@@ -390,7 +390,7 @@ const maxMessage = 16 << 10
 
 // workerCodes are the error codes a worker may report (jsvm's own).
 var workerCodes = map[string]bool{
-	jsvm.CodeHandlerError: true, jsvm.CodeTimeout: true, jsvm.CodeCanceled: true, jsvm.CodeMemory: true,
+	jsvm.CodeHandlerError: true, jsvm.CodeTimeout: true, jsvm.CodeCancelled: true, jsvm.CodeMemory: true,
 	jsvm.CodeStackOverflow: true, jsvm.CodeNotSerializable: true, jsvm.CodeResultTooLarge: true,
 	jsvm.CodeExportNotFound: true, jsvm.CodeNotFunction: true, jsvm.CodeNeverSettles: true,
 	jsvm.CodeInternal: true, jsvm.CodeInvalidInput: true,
@@ -464,7 +464,7 @@ func (pr *proc) died(ctx context.Context, c *pcall, red *jsvm.Redactor, start ti
 	var e *jsvm.Error
 	switch {
 	case reason == killClosed:
-		e = jsvm.NewError(jsvm.CodeCanceled, fmt.Sprintf("invocation cancelled after %s: the sandbox pool closed", elapsed))
+		e = jsvm.NewError(jsvm.CodeCancelled, fmt.Sprintf("invocation cancelled after %s: the sandbox pool closed", elapsed))
 	case reason == killTimeout || (ctx.Err() != nil && reason != killMemory):
 		e = pr.pool.contextError(ctx, start, fmt.Sprintf("its sandbox worker was stopped %s after the deadline", o.Grace))
 	case reason == killMemory || pr.stderr.outOfMemory():
