@@ -157,14 +157,18 @@ var (
 // Role is what an actor may do in a project.
 type Role string
 
-// The roles. Only owners and developers decide approvals; a customer token
-// (an end user acting through a customer UI) never can.
+// The roles; what each may do is in access.go. Only owners and developers
+// decide approvals; a customer token (an end user acting through a customer
+// UI) never can.
 const (
 	RoleOwner     Role = "owner"
 	RoleDeveloper Role = "developer"
 	RoleCustomer  Role = "customer"
 	// RoleSystem is Stead itself: the sweeper expiring approvals.
 	RoleSystem Role = "system"
+	// RoleRun is a run's broker token: its handlers' access to their end
+	// user's broker data.
+	RoleRun Role = "run"
 )
 
 // Actor is who asks for something: a project key, a customer token or Stead.
@@ -175,13 +179,6 @@ type Actor struct {
 	ID string
 	// EndUserID is set for customer actors.
 	EndUserID string
-}
-
-// CanDecide reports whether the actor may approve or deny an approval of the
-// given project. A foreign project reads as not allowed; callers report it as
-// not found so that ids of other projects are never revealed.
-func (a Actor) CanDecide(projectID string) bool {
-	return a.ProjectID == projectID && (a.Role == RoleOwner || a.Role == RoleDeveloper)
 }
 
 // Digest binds an input to an approval: the hex sha256 of its compact JSON.

@@ -114,17 +114,38 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-func TestOnlyOwnersAndDevelopersDecide(t *testing.T) {
+// TestAuthorizationMatrix pins who may do what: every role × every
+// permission.
+func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
-	for role, want := range map[approvals.Role]bool{
-		approvals.RoleOwner: true, approvals.RoleDeveloper: true, approvals.RoleCustomer: false, approvals.RoleSystem: false,
-	} {
-		if got := (approvals.Actor{ProjectID: "prj_a", Role: role}).CanDecide("prj_a"); got != want {
-			t.Errorf("%s CanDecide = %v", role, got)
+	perms := []approvals.Permission{approvals.ManageKeys, approvals.Deploy, approvals.RunAgents, approvals.ReadRuns,
+		approvals.ReadOwnRuns, approvals.ReadApprovals, approvals.Decide, approvals.UseBroker}
+	// One letter per permission above: y may, . may not.
+	want := map[approvals.Role]string{
+		approvals.RoleOwner:     "yyyyyyyy",
+		approvals.RoleDeveloper: ".yyyyyyy",
+		approvals.RoleCustomer:  "....y...",
+		approvals.RoleRun:       ".......y",
+		approvals.RoleSystem:    "...yy...",
+		approvals.Role("admin"): "........",
+	}
+	for role, row := range want {
+		for i, p := range perms {
+			if got := role.May(p); got != (row[i] == 'y') {
+				t.Errorf("%q may %s = %v", role, p, got)
+			}
 		}
 	}
-	if (approvals.Actor{ProjectID: "prj_b", Role: approvals.RoleOwner}).CanDecide("prj_a") {
+	if (approvals.Actor{ProjectID: "prj_b", Role: approvals.RoleOwner}).May(approvals.Decide, "prj_a") {
 		t.Error("an owner of another project decides")
+	}
+	if !(approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper}).May(approvals.Decide, "prj_a") {
+		t.Error("a developer of the project may not decide")
+	}
+	for _, r := range []approvals.Role{approvals.RoleCustomer, approvals.RoleRun, approvals.RoleSystem} {
+		if r.IsKeyRole() {
+			t.Errorf("an API key may have role %s", r)
+		}
 	}
 }
 

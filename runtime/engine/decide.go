@@ -44,7 +44,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	if err != nil {
 		return approvals.Approval{}, fmt.Errorf("get approval %s: %w", p.ApprovalID, err)
 	}
-	if !actor.CanDecide(a.ProjectID) {
+	if !actor.May(approvals.Decide, a.ProjectID) {
 		return a, ErrForbidden
 	}
 	now := e.now()
@@ -174,7 +174,7 @@ func (e *Engine) tellsModel(ctx context.Context, a approvals.Approval) (bool, er
 // GetApproval returns an approval of the actor's project (owners and
 // developers only).
 func (e *Engine) GetApproval(ctx context.Context, actor approvals.Actor, id string) (approvals.Approval, error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.ReadApprovals) {
 		return approvals.Approval{}, ErrForbidden
 	}
 	a, err := e.store.GetApproval(ctx, id)
@@ -189,7 +189,7 @@ func (e *Engine) GetApproval(ctx context.Context, actor approvals.Actor, id stri
 
 // ListApprovals lists the actor's project's approvals.
 func (e *Engine) ListApprovals(ctx context.Context, actor approvals.Actor, f store.ApprovalFilter) (store.Page[approvals.Approval], error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.ReadApprovals) {
 		return store.Page[approvals.Approval]{}, ErrForbidden
 	}
 	f.ProjectID = actor.ProjectID

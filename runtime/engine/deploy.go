@@ -27,7 +27,7 @@ type DeployParams struct {
 // JSON pointer, including tools the bundle does not export), *bundle.Error
 // (file:line), ErrForbidden. A refused deployment stores nothing.
 func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployParams) (store.Deployment, error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.Deploy) {
 		return store.Deployment{}, ErrForbidden
 	}
 	cfg, err := agent.Parse(p.Config)
@@ -57,11 +57,6 @@ func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployPara
 		return store.Deployment{}, fmt.Errorf("create deployment: %w", err)
 	}
 	return d, nil
-}
-
-// canManage: owners and developers deploy, start and cancel runs.
-func canManage(a approvals.Actor) bool {
-	return a.Role == approvals.RoleOwner || a.Role == approvals.RoleDeveloper
 }
 
 // deployment is a deployment ready to run: its parsed config and bundle.
@@ -158,7 +153,7 @@ func (c *deploymentCache) latest(ctx context.Context, projectID string) (*deploy
 
 // Deployments lists the project's deployments, newest first.
 func (e *Engine) Deployments(ctx context.Context, actor approvals.Actor, cursor string, limit int) (store.Page[store.Deployment], error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.Deploy) {
 		return store.Page[store.Deployment]{}, ErrForbidden
 	}
 	return e.store.ListDeployments(ctx, actor.ProjectID, cursor, limit)
@@ -167,7 +162,7 @@ func (e *Engine) Deployments(ctx context.Context, actor approvals.Actor, cursor 
 // Agents returns the agents of the latest deployment with their parsed
 // configuration.
 func (e *Engine) Agents(ctx context.Context, actor approvals.Actor) (store.Deployment, *agent.Config, error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.Deploy) {
 		return store.Deployment{}, nil, ErrForbidden
 	}
 	d, err := e.deployments.latest(ctx, actor.ProjectID)
@@ -179,7 +174,7 @@ func (e *Engine) Agents(ctx context.Context, actor approvals.Actor) (store.Deplo
 
 // DeploymentConfig returns the parsed config of one deployment.
 func (e *Engine) DeploymentConfig(ctx context.Context, actor approvals.Actor, version int) (*agent.Config, error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.Deploy) {
 		return nil, ErrForbidden
 	}
 	return e.deployments.config(ctx, actor.ProjectID, version)

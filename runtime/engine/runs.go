@@ -34,7 +34,7 @@ func (e *InputError) Unwrap() error { return e.Err }
 // Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (unknown agent),
 // *InputError, ErrIdempotencyKeyReused.
 func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartParams) (store.Run, bool, error) {
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.RunAgents) {
 		return store.Run{}, false, ErrForbidden
 	}
 	if len(p.Input) == 0 {
@@ -124,10 +124,10 @@ func canSee(a approvals.Actor, r store.Run) bool {
 	if r.ProjectID != a.ProjectID {
 		return false
 	}
-	switch a.Role {
-	case approvals.RoleOwner, approvals.RoleDeveloper, approvals.RoleSystem:
+	switch {
+	case a.Role.May(approvals.ReadRuns):
 		return true
-	case approvals.RoleCustomer:
+	case a.Role.May(approvals.ReadOwnRuns):
 		return a.EndUserID != "" && a.EndUserID == r.EndUserID
 	}
 	return false
@@ -136,9 +136,9 @@ func canSee(a approvals.Actor, r store.Run) bool {
 // ListRuns lists runs of the actor's project (a customer sees only its own).
 func (e *Engine) ListRuns(ctx context.Context, actor approvals.Actor, f store.RunFilter) (store.Page[store.Run], error) {
 	f.ProjectID = actor.ProjectID
-	switch actor.Role {
-	case approvals.RoleOwner, approvals.RoleDeveloper:
-	case approvals.RoleCustomer:
+	switch {
+	case actor.Role.May(approvals.ReadRuns):
+	case actor.Role.May(approvals.ReadOwnRuns) && actor.EndUserID != "":
 		f.EndUserID = actor.EndUserID
 	default:
 		return store.Page[store.Run]{}, ErrForbidden
@@ -163,7 +163,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 	if err != nil {
 		return store.Run{}, err
 	}
-	if !canManage(actor) {
+	if !actor.Role.May(approvals.RunAgents) {
 		return store.Run{}, ErrForbidden
 	}
 	for attempt := 1; ; attempt++ {

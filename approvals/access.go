@@ -1,0 +1,57 @@
+package approvals
+
+import "slices"
+
+// Permission is something an actor may do in its own project. Who may do
+// what is decided here, and only here: the API names the permission each
+// route needs, the engine the one each operation needs, and both ask
+// Role.May.
+type Permission string
+
+// The permissions.
+const (
+	// ManageKeys: create, list and revoke API keys.
+	ManageKeys Permission = "manage-keys"
+	// Deploy: deploy bundles and configs; read deployments and agents.
+	Deploy Permission = "deploy"
+	// RunAgents: start and cancel runs; issue and revoke customer tokens.
+	RunAgents Permission = "run-agents"
+	// ReadRuns: read every run of the project and its trace.
+	ReadRuns Permission = "read-runs"
+	// ReadOwnRuns: read the runs of one's own end user and their traces.
+	// Whoever may ReadRuns may do this too.
+	ReadOwnRuns Permission = "read-own-runs"
+	// ReadApprovals: list and read approvals.
+	ReadApprovals Permission = "read-approvals"
+	// Decide: approve and deny approvals. Customers never may: people do not
+	// approve their own actions.
+	Decide Permission = "decide"
+	// UseBroker: read and write broker data — any end user's, with a key
+	// that names it; its own end user's, with a run's broker token.
+	UseBroker Permission = "use-broker"
+)
+
+// grants is the authorization matrix: what each role may do.
+var grants = map[Role][]Permission{
+	RoleOwner:     {ManageKeys, Deploy, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovals, Decide, UseBroker},
+	RoleDeveloper: {Deploy, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovals, Decide, UseBroker},
+	RoleCustomer:  {ReadOwnRuns},
+	RoleRun:       {UseBroker},
+	RoleSystem:    {ReadRuns, ReadOwnRuns},
+}
+
+// May reports whether the role grants p.
+func (r Role) May(p Permission) bool { return slices.Contains(grants[r], p) }
+
+// KeyRoles are the roles an API key may have.
+var KeyRoles = []Role{RoleOwner, RoleDeveloper}
+
+// IsKeyRole reports whether an API key may have role r.
+func (r Role) IsKeyRole() bool { return slices.Contains(KeyRoles, r) }
+
+// May reports whether the actor may do p in project projectID: its role
+// grants p and the project is its own. Callers report a foreign project as
+// not found, so that ids of other projects are never revealed.
+func (a Actor) May(p Permission, projectID string) bool {
+	return a.ProjectID == projectID && a.Role.May(p)
+}
