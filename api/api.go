@@ -54,6 +54,7 @@ import (
 	"sync"
 	"time"
 
+	"stead/approvals"
 	"stead/runtime/engine"
 	"stead/store"
 )
@@ -183,34 +184,34 @@ func (s *Server) untilClosing(ctx context.Context) (context.Context, context.Can
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.handle("GET /v1/me", read, s.me)
+	s.handle("GET /v1/me", approvals.ReadOwnRuns, s.me)
 
-	s.handle("POST /v1/deployments", manage, s.createDeployment)
-	s.handle("GET /v1/deployments", manage, s.listDeployments)
-	s.handle("GET /v1/agents", manage, s.listAgents)
-	s.handle("POST /v1/agents/{agent}/runs", manage, s.startRun)
+	s.handle("POST /v1/deployments", approvals.Deploy, s.createDeployment)
+	s.handle("GET /v1/deployments", approvals.Deploy, s.listDeployments)
+	s.handle("GET /v1/agents", approvals.Deploy, s.listAgents)
+	s.handle("POST /v1/agents/{agent}/runs", approvals.RunAgents, s.startRun)
 
-	s.handle("GET /v1/runs", read, s.listRuns)
-	s.handle("GET /v1/runs/{id}", read, s.getRun)
-	s.handle("GET /v1/runs/{id}/events", read, s.runEvents)
-	s.handle("POST /v1/runs/{id}/cancel", manage, s.cancelRun)
+	s.handle("GET /v1/runs", approvals.ReadOwnRuns, s.listRuns)
+	s.handle("GET /v1/runs/{id}", approvals.ReadOwnRuns, s.getRun)
+	s.handle("GET /v1/runs/{id}/events", approvals.ReadOwnRuns, s.runEvents)
+	s.handle("POST /v1/runs/{id}/cancel", approvals.RunAgents, s.cancelRun)
 
-	s.handle("GET /v1/approvals", manage, s.listApprovals)
-	s.handle("GET /v1/approvals/{id}", manage, s.getApproval)
-	s.handle("POST /v1/approvals/{id}/approve", decide, s.approve)
-	s.handle("POST /v1/approvals/{id}/deny", decide, s.deny)
+	s.handle("GET /v1/approvals", approvals.ReadApprovals, s.listApprovals)
+	s.handle("GET /v1/approvals/{id}", approvals.ReadApprovals, s.getApproval)
+	s.handle("POST /v1/approvals/{id}/approve", approvals.Decide, s.approve)
+	s.handle("POST /v1/approvals/{id}/deny", approvals.Decide, s.deny)
 
-	s.handle("POST /v1/customer-tokens", manage, s.createCustomerToken)
-	s.handle("POST /v1/customer-tokens/revoke", manage, s.revokeCustomerTokens)
+	s.handle("POST /v1/customer-tokens", approvals.RunAgents, s.createCustomerToken)
+	s.handle("POST /v1/customer-tokens/revoke", approvals.RunAgents, s.revokeCustomerTokens)
 
-	s.handle("GET /v1/broker/{collection}", broker, s.listBroker)
-	s.handle("GET /v1/broker/{collection}/{key}", broker, s.getBroker)
-	s.handle("PUT /v1/broker/{collection}/{key}", broker, s.putBroker)
-	s.handle("DELETE /v1/broker/{collection}/{key}", broker, s.deleteBroker)
+	s.handle("GET /v1/broker/{collection}", approvals.UseBroker, s.listBroker)
+	s.handle("GET /v1/broker/{collection}/{key}", approvals.UseBroker, s.getBroker)
+	s.handle("PUT /v1/broker/{collection}/{key}", approvals.UseBroker, s.putBroker)
+	s.handle("DELETE /v1/broker/{collection}/{key}", approvals.UseBroker, s.deleteBroker)
 
-	s.handle("POST /v1/keys", owner, s.createKey)
-	s.handle("GET /v1/keys", owner, s.listKeys)
-	s.handle("DELETE /v1/keys/{id}", owner, s.revokeKey)
+	s.handle("POST /v1/keys", approvals.ManageKeys, s.createKey)
+	s.handle("GET /v1/keys", approvals.ManageKeys, s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", approvals.ManageKeys, s.revokeKey)
 
 	s.consoleRoutes()
 }
@@ -219,9 +220,9 @@ func (s *Server) routes() {
 // written as the JSON error it translates to.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
 
-func (s *Server) handle(pattern string, acc access, h handlerFunc) {
+func (s *Server) handle(pattern string, need approvals.Permission, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.authenticate(r, acc)
+		c, err := s.authenticate(r, need)
 		if info := infoOf(r.Context()); info != nil && c != nil {
 			info.actor = c.actor.ID
 		}

@@ -113,7 +113,7 @@ func approvalError(id string, err error, a approvals.Approval, now time.Time, ve
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("approval %s not found", id)
-	case errors.Is(err, engine.ErrForbidden), errors.Is(err, approvals.ErrForbidden):
+	case errors.Is(err, engine.ErrForbidden):
 		return forbidden("deciding an approval needs an owner or developer key of the project")
 	case a.ID == "":
 		// No approval to describe: the generic words.

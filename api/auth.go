@@ -43,25 +43,6 @@ const (
 // lists: "stk_" and 8 characters.
 const keyPrefixLen = 12
 
-// access is what a route requires of its caller.
-type access int
-
-const (
-	// manage: an owner or developer key.
-	manage access = iota
-	// owner: an owner key.
-	owner
-	// read: an owner or developer key, or a customer token (the engine
-	// limits a customer to its end user's runs).
-	read
-	// decide: an owner or developer key; customers are told they cannot
-	// approve their own actions.
-	decide
-	// broker: an owner or developer key naming the end user, or a run's
-	// broker token (its own scope).
-	broker
-)
-
 // credKind is the kind of credential a caller presented.
 type credKind int
 
@@ -81,13 +62,13 @@ type caller struct {
 	scope store.BrokerScope
 }
 
-// authenticate checks the request's credential and that its kind and role
-// may use a route with the given access. It returns 401 for a missing,
+// authenticate checks the request's credential and that its role grants
+// what the route needs (approvals.Permission: the matrix is there). It returns 401 for a missing,
 // malformed, unknown, revoked or expired credential, and 403 for a valid
 // one that may not use the route. Failed checks count against the source
 // address and the credential's prefix (see authlimit.go); past the limit
 // it returns 429 without checking the credential.
-func (s *Server) authenticate(r *http.Request, acc access) (*caller, error) {
+func (s *Server) authenticate(r *http.Request, need approvals.Permission) (*caller, error) {
 	token, err := credential(r)
 	if err != nil {
 		return nil, err
@@ -104,12 +85,12 @@ func (s *Server) authenticate(r *http.Request, acc access) (*caller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, c.authorize(acc)
+	return c, c.authorize(need)
 }
 
 // recheck is authenticate without the failure counts, for a stream that
 // checks its credential again as it goes.
-func (s *Server) recheck(r *http.Request, acc access) error {
+func (s *Server) recheck(r *http.Request, need approvals.Permission) error {
 	token, err := credential(r)
 	if err != nil {
 		return err
@@ -118,7 +99,7 @@ func (s *Server) recheck(r *http.Request, acc access) error {
 	if err != nil {
 		return err
 	}
-	return c.authorize(acc)
+	return c.authorize(need)
 }
 
 // check finds the principal of a credential.
@@ -156,25 +137,24 @@ func credential(r *http.Request) (string, error) {
 	return token, nil
 }
 
-func (c *caller) authorize(acc access) error {
+// authorize asks the matrix whether the caller's role grants need, and
+// words a refusal for the kind of credential.
+func (c *caller) authorize(need approvals.Permission) error {
+	if c.actor.Role.May(need) {
+		return nil
+	}
 	switch c.kind {
 	case keyCred:
-		if acc == owner && c.key.Role != approvals.RoleOwner {
+		if need == approvals.ManageKeys {
 			return forbidden("managing API keys needs an owner key; this key (%s…) is a %s key", c.key.Prefix, c.key.Role)
 		}
-		return nil
+		return forbidden("a %s key may not do this (it needs %s); ask an owner", c.key.Role, need)
 	case customerCred:
-		switch acc {
-		case read:
-			return nil
-		case decide:
+		if need == approvals.Decide {
 			return forbidden("Customers cannot approve their own actions: deciding an approval needs an owner or developer key of the project")
 		}
 		return forbidden("a customer token can only read its end user's runs and their events")
 	case brokerCred:
-		if acc == broker {
-			return nil
-		}
 		return forbidden("a broker token can only use the broker routes (/v1/broker/…) of its run's end user")
 	}
 	return forbidden("this credential may not do that")
@@ -191,7 +171,7 @@ func (s *Server) checkKey(ctx context.Context, token string) (*caller, error) {
 	if !k.RevokedAt.IsZero() {
 		return nil, unauthenticated("API key %s… was revoked at %s; use another key", k.Prefix, k.RevokedAt.UTC().Format(time.RFC3339))
 	}
-	if k.Role != approvals.RoleOwner && k.Role != approvals.RoleDeveloper {
+	if !k.Role.IsKeyRole() {
 		return nil, unauthenticated("API key %s… has no usable role", k.Prefix)
 	}
 	return &caller{
@@ -211,7 +191,7 @@ func (s *Server) checkBrokerToken(ctx context.Context, token string) (*caller, e
 	}
 	runID, _, _ := strings.Cut(strings.TrimPrefix(token, BrokerTokenPrefix), ".")
 	return &caller{
-		actor: approvals.Actor{ProjectID: scope.ProjectID, ID: "run:" + runID, EndUserID: scope.EndUserID},
+		actor: approvals.Actor{ProjectID: scope.ProjectID, Role: approvals.RoleRun, ID: "run:" + runID, EndUserID: scope.EndUserID},
 		kind:  brokerCred,
 		scope: scope,
 	}, nil

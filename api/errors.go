@@ -154,7 +154,7 @@ func translate(err error) *Error {
 		return bundleInvalid(be)
 	}
 	switch {
-	case errors.Is(err, engine.ErrForbidden), errors.Is(err, approvals.ErrForbidden):
+	case errors.Is(err, engine.ErrForbidden):
 		return forbidden("this credential may not do that")
 	case errors.Is(err, engine.ErrBrokerToken):
 		return unauthenticated("%s", engine.ErrBrokerToken.Error())

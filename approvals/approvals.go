@@ -150,8 +150,6 @@ var (
 	ErrExpired = errors.New("approval has expired")
 	// ErrNotDue: an expiry was attempted before the deadline.
 	ErrNotDue = errors.New("approval is not yet due to expire")
-	// ErrForbidden: the actor may not decide approvals.
-	ErrForbidden = errors.New("not allowed to decide approvals")
 )
 
 // Role is what an actor may do in a project.
