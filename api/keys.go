@@ -2,7 +2,10 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"stead/approvals"
@@ -27,12 +30,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 		problems = append(problems, FieldProblem{Field: "name", Message: p})
 	}
 	role := approvals.Role(req.Role)
-	switch role {
-	case "":
+	switch {
+	case role == "":
 		role = approvals.RoleDeveloper
-	case approvals.RoleOwner, approvals.RoleDeveloper:
-	default:
-		problems = append(problems, FieldProblem{Field: "role", Message: `must be "owner" or "developer" (got "` + req.Role + `")`})
+	case !role.IsKeyRole():
+		problems = append(problems, FieldProblem{Field: "role", Message: fmt.Sprintf("must be %s (got %q)", quotedRoles(approvals.KeyRoles), req.Role)})
 	}
 	if len(problems) > 0 {
 		return invalid(problems...)
@@ -128,4 +130,16 @@ func (l lockedEntropy) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// quotedRoles words a list of roles: "owner" or "developer".
+func quotedRoles(roles []approvals.Role) string {
+	q := make([]string, len(roles))
+	for i, r := range roles {
+		q[i] = strconv.Quote(string(r))
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
