@@ -8,7 +8,7 @@
 //     to a gated tool call, resumes or fails them on a decision or expiry,
 //     and sweeps what was left behind, over any store.Store.
 //   - agent: the project config, stead.json, parsed and validated once, and
-//     the policy decision (allow, ask or deny) made before a tool call runs.
+//     the policy's verdict (allow, ask or deny) made before a tool call runs.
 //   - bundle: handler code turned into a goja program (an ESM bundle, or a
 //     source entry bundled with esbuild's Go API), compiled once per digest.
 //   - model: the provider-neutral conversation types and Complete (retries,
@@ -20,6 +20,9 @@
 //     starve the process that serves the API and runs the engine.
 //   - egress: where outbound requests (handlers' fetch, a model's baseUrl)
 //     may go, checked on the address actually dialled.
+//   - redact: the one place secrets are replaced with "[REDACTED]", in text
+//     and in JSON, for everything the sandbox, the model clients and the
+//     engine record.
 //
 // The sandbox (jsvm, sandbox, egress) knows nothing of runs, and the engine
 // nothing of the API or of a particular backend; .golangci.yml's depguard
