@@ -165,15 +165,7 @@ func TestCloseStreams(t *testing.T) {
 	w := setup(t)
 	run := w.awaiting("alice")
 	s := w.stream("/v1/runs/"+run.ID+"/events", w.developer)
-	for {
-		ev, ok := s.next()
-		if !ok {
-			t.Fatal("stream ended before CloseStreams")
-		}
-		if ev.event == "approval.requested" {
-			break
-		}
-	}
+	s.skipTo("approval.requested")
 	w.api.CloseStreams()
 	if rest := s.rest(); len(rest) != 0 {
 		t.Errorf("events after CloseStreams: %s", seqs(rest))

@@ -446,6 +446,21 @@ func (s *sseStream) next() (sseEvent, bool) {
 }
 
 // rest reads events until the stream ends.
+// skipTo reads events up to and including the first of type typ; the
+// test fails if the stream ends first.
+func (s *sseStream) skipTo(typ string) {
+	s.t.Helper()
+	for {
+		ev, ok := s.next()
+		if !ok {
+			s.t.Fatalf("the stream ended before a %s event", typ)
+		}
+		if ev.event == typ {
+			return
+		}
+	}
+}
+
 func (s *sseStream) rest() []sseEvent {
 	s.t.Helper()
 	var out []sseEvent
