@@ -31,7 +31,8 @@ import (
 // on loopback HTTP.
 //
 //   - first-page/newest and first-page/expiring: GET /v1/approvals (the
-//     default page, 50 approvals) in each order; p50 and p99 per request.
+//     default page, 50 approvals) in each order; first-page/run: the
+//     approvals of one run (?runId=); p50 and p99 per request.
 //   - sweep: each op makes 100 more approvals due (deadlines in the past;
 //     all the others are in the future) and runs Engine.Sweep. It reports
 //     what the sweep touched, counted at the store: approvals listed as due
@@ -50,15 +51,22 @@ func BenchmarkApprovalQueue(b *testing.B) {
 
 func benchApprovalQueue(b *testing.B, pending int) {
 	q := newQueueBench(b, pending)
-	for _, order := range []string{"newest", "expiring"} {
-		b.Run("first-page/"+order, func(b *testing.B) {
+	for _, c := range []struct {
+		name, query string
+		want        int
+	}{
+		{"newest", "?order=newest", store.DefaultLimit},
+		{"expiring", "?order=expiring", store.DefaultLimit},
+		{"run", "?runId=" + queueRunID(pending/2), 1},
+	} {
+		b.Run("first-page/"+c.name, func(b *testing.B) {
 			var took []time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				n := q.firstPage(b, order)
+				n := q.firstPage(b, c.query)
 				took = append(took, time.Since(t0))
-				if n != store.DefaultLimit {
-					b.Fatalf("first page holds %d approvals, want %d", n, store.DefaultLimit)
+				if n != c.want {
+					b.Fatalf("first page holds %d approvals, want %d", n, c.want)
 				}
 			}
 			reportPercentiles(b, took)
@@ -233,7 +241,7 @@ func (q *queueBench) seed(b *testing.B, n int, at func(i int) (time.Time, time.D
 // gate: created, its read step recorded, awaiting the approval of its
 // refund call, requested at req for timeout.
 func seedAwaiting(ctx context.Context, st store.Store, project string, i int, req time.Time, timeout time.Duration) error {
-	id := fmt.Sprintf("run_queue%08d", i)
+	id := queueRunID(i)
 	input := json.RawMessage(`{"amount":5,"orderId":"o-1"}`)
 	r, err := st.CreateRun(ctx, store.Run{
 		ID: id, ProjectID: project, Agent: "refunds", EndUserID: "alice", Deployment: 1,
@@ -261,11 +269,13 @@ func seedAwaiting(ctx context.Context, st store.Store, project string, i int, re
 	return err
 }
 
-// firstPage asks for the first page of pending approvals in order and
-// returns how many it holds.
-func (q *queueBench) firstPage(b *testing.B, order string) int {
+func queueRunID(i int) string { return fmt.Sprintf("run_queue%08d", i) }
+
+// firstPage asks for the first page of GET /v1/approvals with query and
+// returns how many approvals it holds.
+func (q *queueBench) firstPage(b *testing.B, query string) int {
 	var list api.ApprovalList
-	if err := json.Unmarshal(q.call(b, http.MethodGet, "/v1/approvals?order="+order, nil), &list); err != nil {
+	if err := json.Unmarshal(q.call(b, http.MethodGet, "/v1/approvals"+query, nil), &list); err != nil {
 		b.Fatal(err)
 	}
 	return len(list.Approvals)

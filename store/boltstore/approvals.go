@@ -41,10 +41,7 @@ func putApproval(tx *bolt.Tx, old *approvals.Approval, a approvals.Approval) err
 		return err
 	}
 	if old == nil {
-		if err := mark(tx, xAprProject, key(timeID(a.RequestedAt, a.ID), a.ProjectID)); err != nil {
-			return err
-		}
-		if err := mark(tx, xAprProjectExp, key(timeID(a.ExpiresAt, a.ID), a.ProjectID)); err != nil {
+		if err := markApproval(tx, a); err != nil {
 			return err
 		}
 	}
@@ -74,36 +71,68 @@ func putApproval(tx *bolt.Tx, old *approvals.Approval, a approvals.Approval) err
 	return nil
 }
 
+// markApproval enters a into the indexes that hold every approval.
+func markApproval(tx *bolt.Tx, a approvals.Approval) error {
+	for _, e := range []struct {
+		bucket, key []byte
+	}{
+		{xAprProject, key(timeID(a.RequestedAt, a.ID), a.ProjectID)},
+		{xAprProjectExp, key(timeID(a.ExpiresAt, a.ID), a.ProjectID)},
+		{xAprRun, key(timeID(a.RequestedAt, a.ID), a.RunID)},
+		{xAprRunExp, key(timeID(a.ExpiresAt, a.ID), a.RunID)},
+	} {
+		if err := mark(tx, e.bucket, e.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexApprovalsByRun fills the by-run indexes from the stored approvals,
+// for a file written before they existed (marking an entry twice changes
+// nothing).
+func indexApprovalsByRun(tx *bolt.Tx) error {
+	return scan(bucket(tx, bApprovals), nil, nil, false, func(_, v []byte) (bool, error) {
+		var a approvals.Approval
+		if err := decode(v, &a); err != nil {
+			return false, err
+		}
+		return true, markApproval(tx, a)
+	})
+}
+
 // ListApprovals lists a project's approvals. Pending lists read the
-// pending-only indexes; other lists scan all of the project's approvals in
-// the asked order and filter.
+// pending-only indexes, the lists of one run its by-run indexes; other
+// lists scan all of the project's approvals in the asked order and filter.
 func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) (store.Page[approvals.Approval], error) {
 	f, err := f.Normalize()
 	if err != nil {
 		return store.Page[approvals.Approval]{}, err
 	}
-	p := prefix(f.ProjectID)
-	l := list{prefix: p, cursor: f.Cursor, limit: f.Limit}
-	pending := f.Status == approvals.Pending
-	if f.Order == store.ExpiringFirst {
+	expiring := f.Order == store.ExpiringFirst
+	l := list{prefix: prefix(f.ProjectID), cursor: f.Cursor, limit: f.Limit, desc: !expiring}
+	switch {
+	case f.RunID != "" && expiring:
+		l.bucket, l.prefix = xAprRunExp, prefix(f.RunID)
+	case f.RunID != "":
+		l.bucket, l.prefix = xAprRun, prefix(f.RunID)
+	case f.Status == approvals.Pending && expiring:
+		l.bucket = xAprPendingExp
+	case f.Status == approvals.Pending:
+		l.bucket = xAprPending
+	case expiring:
 		l.bucket = xAprProjectExp
-		if pending {
-			l.bucket = xAprPendingExp
-		}
-	} else {
-		l.bucket, l.desc = xAprProject, true
-		if pending {
-			l.bucket = xAprPending
-		}
+	default:
+		l.bucket = xAprProject
 	}
 	var out store.Page[approvals.Approval]
 	err = s.view(ctx, func(tx *bolt.Tx) (err error) {
 		out, err = page(tx, l, func(k, _ []byte) (approvals.Approval, bool, error) {
-			a, err := getApproval(tx, string(k[len(p)+timeLen:]))
+			a, err := getApproval(tx, string(k[len(l.prefix)+timeLen:]))
 			if err != nil {
 				return approvals.Approval{}, false, err
 			}
-			ok := (f.Status == "" || a.Status == f.Status) && (f.RunID == "" || a.RunID == f.RunID)
+			ok := a.ProjectID == f.ProjectID && (f.Status == "" || a.Status == f.Status) && (f.RunID == "" || a.RunID == f.RunID)
 			return a, ok, nil
 		})
 		return err

@@ -30,6 +30,8 @@
 //	idx-apr-pending   <project> <requestedAt> <id>         pending only
 //	idx-apr-pending-x <project> <expiresAt> <id>           pending only
 //	idx-apr-due       <expiresAt> <id>                     pending only, every project
+//	idx-apr-run       <run> <requestedAt> <id>             all approvals
+//	idx-apr-run-x     <run> <expiresAt> <id>               all approvals
 //	idx-revoked-until <until> <revocations key>            every revocation record
 //
 // A revocation record lives until its last revocation ends (its tokens
@@ -112,12 +114,14 @@ var (
 	xAprPending    = []byte("idx-apr-pending")
 	xAprPendingExp = []byte("idx-apr-pending-x")
 	xAprDue        = []byte("idx-apr-due")
+	xAprRun        = []byte("idx-apr-run")
+	xAprRunExp     = []byte("idx-apr-run-x")
 	xRevokedUntil  = []byte("idx-revoked-until")
 
 	allBuckets = [][]byte{
 		bProjects, bAPIKeys, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
-		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xRevokedUntil,
+		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 	}
 )
 
@@ -142,10 +146,15 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		// A file from before the by-run indexes gets them filled in once.
+		byRun := tx.Bucket(xAprRun) == nil || tx.Bucket(xAprRunExp) == nil
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if byRun {
+			return indexApprovalsByRun(tx)
 		}
 		return nil
 	})
