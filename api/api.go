@@ -7,7 +7,7 @@
 //
 // with a stable code and the status it implies (see errors.go). Callers
 // authenticate with `Authorization: Bearer <credential>`: a project API key
-// (stk_…, role owner or developer), a customer token (stc_…, one end user's
+// (stk_…, with a role: owner, developer, approver or viewer; approvals/access.go says what each may do), a customer token (stc_…, one end user's
 // runs, read only) or a run's broker token (brk_…, the broker routes of its
 // own scope while the run is active). Failed authentication is
 // rate-limited per source address and per credential prefix, in memory
@@ -184,43 +184,46 @@ func (s *Server) untilClosing(ctx context.Context) (context.Context, context.Can
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.handle("GET /v1/me", approvals.ReadOwnRuns, s.me)
+	s.handle("GET /v1/me", anyOf(approvals.ReadOwnRuns, approvals.ReadApprovals), s.me)
 
-	s.handle("POST /v1/deployments", approvals.Deploy, s.createDeployment)
-	s.handle("GET /v1/deployments", approvals.Deploy, s.listDeployments)
-	s.handle("GET /v1/agents", approvals.Deploy, s.listAgents)
-	s.handle("POST /v1/agents/{agent}/runs", approvals.RunAgents, s.startRun)
+	s.handle("POST /v1/deployments", anyOf(approvals.Deploy), s.createDeployment)
+	s.handle("GET /v1/deployments", anyOf(approvals.ReadDeployments), s.listDeployments)
+	s.handle("GET /v1/agents", anyOf(approvals.ReadDeployments), s.listAgents)
+	s.handle("POST /v1/agents/{agent}/runs", anyOf(approvals.RunAgents), s.startRun)
 
-	s.handle("GET /v1/runs", approvals.ReadOwnRuns, s.listRuns)
-	s.handle("GET /v1/runs/{id}", approvals.ReadOwnRuns, s.getRun)
-	s.handle("GET /v1/runs/{id}/events", approvals.ReadOwnRuns, s.runEvents)
-	s.handle("POST /v1/runs/{id}/cancel", approvals.RunAgents, s.cancelRun)
+	s.handle("GET /v1/runs", anyOf(approvals.ReadOwnRuns), s.listRuns)
+	s.handle("GET /v1/runs/{id}", anyOf(approvals.ReadOwnRuns, approvals.ReadApprovalRuns), s.getRun)
+	s.handle("GET /v1/runs/{id}/events", anyOf(approvals.ReadOwnRuns, approvals.ReadApprovalRuns), s.runEvents)
+	s.handle("POST /v1/runs/{id}/cancel", anyOf(approvals.RunAgents), s.cancelRun)
 
-	s.handle("GET /v1/approvals", approvals.ReadApprovals, s.listApprovals)
-	s.handle("GET /v1/approvals/{id}", approvals.ReadApprovals, s.getApproval)
-	s.handle("POST /v1/approvals/{id}/approve", approvals.Decide, s.approve)
-	s.handle("POST /v1/approvals/{id}/deny", approvals.Decide, s.deny)
+	s.handle("GET /v1/approvals", anyOf(approvals.ReadApprovals), s.listApprovals)
+	s.handle("GET /v1/approvals/{id}", anyOf(approvals.ReadApprovals), s.getApproval)
+	s.handle("POST /v1/approvals/{id}/approve", anyOf(approvals.Decide), s.approve)
+	s.handle("POST /v1/approvals/{id}/deny", anyOf(approvals.Decide), s.deny)
 
-	s.handle("POST /v1/customer-tokens", approvals.RunAgents, s.createCustomerToken)
-	s.handle("POST /v1/customer-tokens/revoke", approvals.RunAgents, s.revokeCustomerTokens)
+	s.handle("POST /v1/customer-tokens", anyOf(approvals.RunAgents), s.createCustomerToken)
+	s.handle("POST /v1/customer-tokens/revoke", anyOf(approvals.RunAgents), s.revokeCustomerTokens)
 
-	s.handle("GET /v1/broker/{collection}", approvals.UseBroker, s.listBroker)
-	s.handle("GET /v1/broker/{collection}/{key}", approvals.UseBroker, s.getBroker)
-	s.handle("PUT /v1/broker/{collection}/{key}", approvals.UseBroker, s.putBroker)
-	s.handle("DELETE /v1/broker/{collection}/{key}", approvals.UseBroker, s.deleteBroker)
+	s.handle("GET /v1/broker/{collection}", anyOf(approvals.UseBroker), s.listBroker)
+	s.handle("GET /v1/broker/{collection}/{key}", anyOf(approvals.UseBroker), s.getBroker)
+	s.handle("PUT /v1/broker/{collection}/{key}", anyOf(approvals.UseBroker), s.putBroker)
+	s.handle("DELETE /v1/broker/{collection}/{key}", anyOf(approvals.UseBroker), s.deleteBroker)
 
-	s.handle("POST /v1/keys", approvals.ManageKeys, s.createKey)
-	s.handle("GET /v1/keys", approvals.ManageKeys, s.listKeys)
-	s.handle("DELETE /v1/keys/{id}", approvals.ManageKeys, s.revokeKey)
+	s.handle("POST /v1/keys", anyOf(approvals.ManageKeys), s.createKey)
+	s.handle("GET /v1/keys", anyOf(approvals.ManageKeys), s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", anyOf(approvals.ManageKeys), s.revokeKey)
 
 	s.consoleRoutes()
 }
+
+// anyOf is what a route needs: a role that grants one of ps.
+func anyOf(ps ...approvals.Permission) []approvals.Permission { return ps }
 
 // handlerFunc serves one route for an authenticated caller. An error is
 // written as the JSON error it translates to.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
 
-func (s *Server) handle(pattern string, need approvals.Permission, h handlerFunc) {
+func (s *Server) handle(pattern string, need []approvals.Permission, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.authenticate(r, need)
 		if info := infoOf(r.Context()); info != nil && c != nil {

@@ -114,7 +114,7 @@ func approvalError(id string, err error, a approvals.Approval, now time.Time, ve
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("approval %s not found", id)
 	case errors.Is(err, engine.ErrForbidden):
-		return forbidden("deciding an approval needs an owner or developer key of the project")
+		return forbidden("deciding an approval needs an owner, developer or approver key of the project")
 	case a.ID == "":
 		// No approval to describe: the generic words.
 	case errors.Is(err, approvals.ErrExpired):

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ type caller struct {
 // one that may not use the route. Failed checks count against the source
 // address and the credential's prefix (see authlimit.go); past the limit
 // it returns 429 without checking the credential.
-func (s *Server) authenticate(r *http.Request, need approvals.Permission) (*caller, error) {
+func (s *Server) authenticate(r *http.Request, need []approvals.Permission) (*caller, error) {
 	token, err := credential(r)
 	if err != nil {
 		return nil, err
@@ -90,7 +91,7 @@ func (s *Server) authenticate(r *http.Request, need approvals.Permission) (*call
 
 // recheck is authenticate without the failure counts, for a stream that
 // checks its credential again as it goes.
-func (s *Server) recheck(r *http.Request, need approvals.Permission) error {
+func (s *Server) recheck(r *http.Request, need []approvals.Permission) error {
 	token, err := credential(r)
 	if err != nil {
 		return err
@@ -137,21 +138,21 @@ func credential(r *http.Request) (string, error) {
 	return token, nil
 }
 
-// authorize asks the matrix whether the caller's role grants need, and
-// words a refusal for the kind of credential.
-func (c *caller) authorize(need approvals.Permission) error {
-	if c.actor.Role.May(need) {
+// authorize asks the matrix whether the caller's role grants one of need,
+// and words a refusal for the kind of credential.
+func (c *caller) authorize(need []approvals.Permission) error {
+	if c.actor.Role.MayAny(need...) {
 		return nil
 	}
 	switch c.kind {
 	case keyCred:
-		if need == approvals.ManageKeys {
+		if slices.Contains(need, approvals.ManageKeys) {
 			return forbidden("managing API keys needs an owner key; this key (%s…) is a %s key", c.key.Prefix, c.key.Role)
 		}
-		return forbidden("a %s key may not do this (it needs %s); ask an owner", c.key.Role, need)
+		return forbidden("a %s key may not do this (it needs %s); ask an owner for a key with a role that may", c.key.Role, need[0])
 	case customerCred:
-		if need == approvals.Decide {
-			return forbidden("Customers cannot approve their own actions: deciding an approval needs an owner or developer key of the project")
+		if slices.Contains(need, approvals.Decide) {
+			return forbidden("Customers cannot approve their own actions: deciding an approval needs an owner, developer or approver key of the project")
 		}
 		return forbidden("a customer token can only read its end user's runs and their events")
 	case brokerCred:

@@ -12,7 +12,7 @@ import (
 )
 
 // principals of the authorization matrix, in column order.
-var principals = []string{"owner", "developer", "customer", "no key", "revoked key", "other project"}
+var principals = []string{"owner", "developer", "customer", "no key", "revoked key", "other project", "approver", "viewer"}
 
 func (w *world) credentialOf(p string) string {
 	switch p {
@@ -26,6 +26,10 @@ func (w *world) credentialOf(p string) string {
 		return w.revoked
 	case "other project":
 		return w.other
+	case "approver":
+		return w.approver
+	case "viewer":
+		return w.viewer
 	}
 	return ""
 }
@@ -47,6 +51,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		aliceDone: w.wait(w.start("plain", "alice", nil).ID, "terminal"),
 		bobRun:    w.wait(w.start("plain", "bob", nil).ID, "terminal"),
 	}
+	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
 	n := 0
 	freshRecord := func() string {
@@ -60,62 +65,62 @@ func TestAuthorizationMatrix(t *testing.T) {
 		name string
 		req  func(cred string) *http.Request
 		// want is the status for each principal, in principals order.
-		want [6]int
+		want [8]int
 	}
 	get := func(path string) func(string) *http.Request {
 		return func(cred string) *http.Request { return w.request("GET", path, cred, nil) }
 	}
 	deployBody := map[string]any{"bundle": testHandlers, "config": json.RawMessage(testConfig)}
 	routes := []route{
-		{"GET /healthz", get("/healthz"), [6]int{200, 200, 200, 200, 200, 200}},
+		{"GET /healthz", get("/healthz"), [8]int{200, 200, 200, 200, 200, 200, 200, 200}},
 		{"POST /v1/deployments", func(c string) *http.Request { return w.request("POST", "/v1/deployments", c, deployBody) },
-			[6]int{201, 201, 403, 401, 401, 201}},
-		{"GET /v1/deployments", get("/v1/deployments"), [6]int{200, 200, 403, 401, 401, 200}},
-		{"GET /v1/agents", get("/v1/agents"), [6]int{200, 200, 403, 401, 401, 200}},
+			[8]int{201, 201, 403, 401, 401, 201, 403, 403}},
+		{"GET /v1/deployments", get("/v1/deployments"), [8]int{200, 200, 403, 401, 401, 200, 403, 200}},
+		{"GET /v1/agents", get("/v1/agents"), [8]int{200, 200, 403, 401, 401, 200, 403, 200}},
 		{"POST /v1/agents/{agent}/runs", func(c string) *http.Request {
 			return w.request("POST", "/v1/agents/plain/runs", c, map[string]any{"endUserId": "alice"})
-		}, [6]int{202, 202, 403, 401, 401, 202}},
-		{"GET /v1/me", get("/v1/me"), [6]int{200, 200, 200, 401, 401, 200}},
-		{"GET /v1/runs", get("/v1/runs"), [6]int{200, 200, 200, 401, 401, 200}},
-		{"GET /v1/runs/{id}", get("/v1/runs/" + f.aliceRun.ID), [6]int{200, 200, 200, 401, 401, 404}},
-		{"GET /v1/runs/{id} (another end user's)", get("/v1/runs/" + f.bobRun.ID), [6]int{200, 200, 404, 401, 401, 404}},
-		{"GET /v1/runs/{id}/events", get("/v1/runs/" + f.aliceRun.ID + "/events"), [6]int{200, 200, 200, 401, 401, 404}},
-		{"GET /v1/runs/{id}/events (another end user's)", get("/v1/runs/" + f.bobRun.ID + "/events"), [6]int{200, 200, 404, 401, 401, 404}},
+		}, [8]int{202, 202, 403, 401, 401, 202, 403, 403}},
+		{"GET /v1/me", get("/v1/me"), [8]int{200, 200, 200, 401, 401, 200, 200, 200}},
+		{"GET /v1/runs", get("/v1/runs"), [8]int{200, 200, 200, 401, 401, 200, 403, 200}},
+		{"GET /v1/runs/{id}", get("/v1/runs/" + f.aliceRun.ID), [8]int{200, 200, 200, 401, 401, 404, 200, 200}},
+		{"GET /v1/runs/{id} (another end user's)", get("/v1/runs/" + f.bobRun.ID), [8]int{200, 200, 404, 401, 401, 404, 404, 200}},
+		{"GET /v1/runs/{id}/events", get("/v1/runs/" + f.aliceRun.ID + "/events"), [8]int{200, 200, 200, 401, 401, 404, 200, 200}},
+		{"GET /v1/runs/{id}/events (another end user's)", get("/v1/runs/" + f.bobRun.ID + "/events"), [8]int{200, 200, 404, 401, 401, 404, 404, 200}},
 		{"GET /v1/runs/{id}/events (SSE)", func(c string) *http.Request {
 			return w.request("GET", "/v1/runs/"+f.aliceDone.ID+"/events", c, nil, "Accept", "text/event-stream")
-		}, [6]int{200, 200, 200, 401, 401, 404}},
+		}, [8]int{200, 200, 200, 401, 401, 404, 404, 200}},
 		{"POST /v1/runs/{id}/cancel", func(c string) *http.Request {
 			return w.request("POST", "/v1/runs/"+w.awaiting("alice").ID+"/cancel", c, nil)
-		}, [6]int{200, 200, 403, 401, 401, 404}},
-		{"GET /v1/approvals", get("/v1/approvals"), [6]int{200, 200, 403, 401, 401, 200}},
-		{"GET /v1/approvals/{id}", get("/v1/approvals/" + f.aliceRun.Approval.ID), [6]int{200, 200, 403, 401, 401, 404}},
+		}, [8]int{200, 200, 403, 401, 401, 404, 403, 403}},
+		{"GET /v1/approvals", get("/v1/approvals"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
+		{"GET /v1/approvals/{id}", get("/v1/approvals/" + f.aliceRun.Approval.ID), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
 		{"POST /v1/approvals/{id}/approve", func(c string) *http.Request {
 			return w.request("POST", "/v1/approvals/"+w.awaiting("alice").Approval.ID+"/approve", c, map[string]any{"note": "ok"})
-		}, [6]int{200, 200, 403, 401, 401, 404}},
+		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
 		{"POST /v1/approvals/{id}/deny", func(c string) *http.Request {
 			return w.request("POST", "/v1/approvals/"+w.awaiting("alice").Approval.ID+"/deny", c, map[string]any{"note": "no"})
-		}, [6]int{200, 200, 403, 401, 401, 404}},
+		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
 		{"POST /v1/customer-tokens", func(c string) *http.Request {
 			return w.request("POST", "/v1/customer-tokens", c, map[string]any{"endUserId": "alice"})
-		}, [6]int{201, 201, 403, 401, 401, 201}},
+		}, [8]int{201, 201, 403, 401, 401, 201, 403, 403}},
 		{"POST /v1/customer-tokens/revoke", func(c string) *http.Request {
 			return w.request("POST", "/v1/customer-tokens/revoke", c, map[string]any{"endUserId": "zed"})
-		}, [6]int{200, 200, 403, 401, 401, 200}},
-		{"GET /v1/broker/{collection}", get("/v1/broker/orders?endUserId=alice"), [6]int{200, 200, 403, 401, 401, 200}},
-		{"GET /v1/broker/{collection}/{key}", get("/v1/broker/orders/o-1?endUserId=alice"), [6]int{200, 200, 403, 401, 401, 404}},
+		}, [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
+		{"GET /v1/broker/{collection}", get("/v1/broker/orders?endUserId=alice"), [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
+		{"GET /v1/broker/{collection}/{key}", get("/v1/broker/orders/o-1?endUserId=alice"), [8]int{200, 200, 403, 401, 401, 404, 403, 403}},
 		{"PUT /v1/broker/{collection}/{key}", func(c string) *http.Request {
 			return w.request("PUT", "/v1/broker/notes/n-1?endUserId=alice", c, map[string]any{"value": "hi"})
-		}, [6]int{200, 200, 403, 401, 401, 200}},
+		}, [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
 		{"DELETE /v1/broker/{collection}/{key}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/broker/tmp/"+freshRecord()+"?endUserId=alice", c, nil)
-		}, [6]int{204, 204, 403, 401, 401, 404}},
+		}, [8]int{204, 204, 403, 401, 401, 404, 403, 403}},
 		{"POST /v1/keys", func(c string) *http.Request {
 			return w.request("POST", "/v1/keys", c, map[string]any{"name": "ci", "role": "developer"})
-		}, [6]int{201, 403, 403, 401, 401, 201}},
-		{"GET /v1/keys", get("/v1/keys"), [6]int{200, 403, 403, 401, 401, 200}},
+		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
+		{"GET /v1/keys", get("/v1/keys"), [8]int{200, 403, 403, 401, 401, 200, 403, 403}},
 		{"DELETE /v1/keys/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/keys/"+w.newKey("developer").ID, c, nil)
-		}, [6]int{200, 403, 403, 401, 401, 404}},
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
 	}
 	for _, rt := range routes {
 		for i, p := range principals {

@@ -106,6 +106,8 @@ type world struct {
 	// and a customer token of end user alice. other is the owner key of
 	// project B.
 	owner, developer, revoked, customer, other string
+	// approver and viewer are made by the tests that need them.
+	approver, viewer string
 }
 
 type syncBuffer struct {

@@ -14,7 +14,7 @@ import (
 
 type createKeyRequest struct {
 	Name string `json:"name"`
-	// Role is owner or developer (default developer).
+	// Role is owner, developer, approver or viewer (default developer).
 	Role string `json:"role"`
 }
 

@@ -24,6 +24,7 @@ import (
 	"stead/store"
 	"stead/store/boltstore"
 	"stead/store/fsblob"
+	"stead/store/storetest"
 )
 
 // BenchmarkApprovalQueue: one project with many pending approvals (10,000
@@ -39,8 +40,8 @@ import (
 //     and decisions written, per sweep (100 each, whatever the queue holds),
 //     and p50 and p99 per sweep (100 decisions, each its own fsync).
 //
-// The queue is seeded through the store (a run created and committed into
-// awaiting-approval with its approval, as the engine does it), many writers
+// The queue is seeded through the store (storetest.Awaiting: a run created
+// and committed into awaiting-approval with its approval), many writers
 // at once so that bbolt's group commit shares transactions, with fsync off;
 // the store is then reopened with fsync on. Seeding 100,000 takes some 10 s.
 func BenchmarkApprovalQueue(b *testing.B) {
@@ -238,33 +239,12 @@ func (q *queueBench) seed(b *testing.B, n int, at func(i int) (time.Time, time.D
 }
 
 // seedAwaiting writes the run numbered i as the engine leaves it at the
-// gate: created, its read step recorded, awaiting the approval of its
-// refund call, requested at req for timeout.
+// gate of its refund step, its approval requested at req for timeout.
 func seedAwaiting(ctx context.Context, st store.Store, project string, i int, req time.Time, timeout time.Duration) error {
-	id := queueRunID(i)
-	input := json.RawMessage(`{"amount":5,"orderId":"o-1"}`)
-	r, err := st.CreateRun(ctx, store.Run{
-		ID: id, ProjectID: project, Agent: "refunds", EndUserID: "alice", Deployment: 1,
-		Status: store.RunQueued, Input: input, Trust: store.Trusted,
-		CreatedAt: req.Add(-time.Second), UpdatedAt: req.Add(-time.Second),
-	}, []store.Event{{Type: "run.created", At: req.Add(-time.Second)}})
-	if err != nil {
-		return err
-	}
-	a, err := approvals.New(approvals.Request{
-		ProjectID: project, RunID: id, Agent: "refunds", EndUserID: "alice", Deployment: 1,
-		StepIndex: 1, StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: input,
+	_, _, err := storetest.Awaiting(ctx, st, approvals.Request{
+		ProjectID: project, RunID: queueRunID(i), Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		StepIndex: 1, StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{"amount":5,"orderId":"o-1"}`),
 		Reason: "refundOrder requires approval", RequestedAt: req, Timeout: timeout,
-	}, "seed")
-	if err != nil {
-		return err
-	}
-	r.Status, r.Cursor, r.ApprovalID, r.UpdatedAt = store.RunAwaitingApproval, 1, a.ID, req
-	_, err = st.CommitRun(ctx, store.RunCommit{
-		Run:      r,
-		Steps:    []store.Step{{RunID: id, Index: 0, ID: "orders", Output: json.RawMessage(`{"orders":[]}`), CompletedAt: req}},
-		Events:   []store.Event{{Type: "step.completed", At: req, Step: "orders"}, {Type: "approval.requested", At: req, Step: "refund"}},
-		Approval: &a,
 	})
 	return err
 }

@@ -310,7 +310,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c *caller,
 	checked, wrote := time.Now(), time.Now()
 	for {
 		if time.Since(checked) >= s.cfg.Recheck {
-			if err := s.recheck(r, approvals.ReadOwnRuns); err != nil {
+			if err := s.recheck(r, anyOf(approvals.ReadOwnRuns, approvals.ReadApprovalRuns)); err != nil {
 				return nil
 			}
 			checked = time.Now()

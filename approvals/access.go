@@ -12,8 +12,10 @@ type Permission string
 const (
 	// ManageKeys: create, list and revoke API keys.
 	ManageKeys Permission = "manage-keys"
-	// Deploy: deploy bundles and configs; read deployments and agents.
+	// Deploy: deploy bundles and configs.
 	Deploy Permission = "deploy"
+	// ReadDeployments: read deployments and the agents they declare.
+	ReadDeployments Permission = "read-deployments"
 	// RunAgents: start and cancel runs; issue and revoke customer tokens.
 	RunAgents Permission = "run-agents"
 	// ReadRuns: read every run of the project and its trace.
@@ -21,6 +23,9 @@ const (
 	// ReadOwnRuns: read the runs of one's own end user and their traces.
 	// Whoever may ReadRuns may do this too.
 	ReadOwnRuns Permission = "read-own-runs"
+	// ReadApprovalRuns: read the runs that have asked for an approval, and
+	// their traces (not list runs).
+	ReadApprovalRuns Permission = "read-approval-runs"
 	// ReadApprovals: list and read approvals.
 	ReadApprovals Permission = "read-approvals"
 	// Decide: approve and deny approvals. Customers never may: people do not
@@ -33,8 +38,10 @@ const (
 
 // grants is the authorization matrix: what each role may do.
 var grants = map[Role][]Permission{
-	RoleOwner:     {ManageKeys, Deploy, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovals, Decide, UseBroker},
-	RoleDeveloper: {Deploy, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovals, Decide, UseBroker},
+	RoleOwner:     {ManageKeys, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
+	RoleDeveloper: {Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
+	RoleApprover:  {ReadApprovalRuns, ReadApprovals, Decide},
+	RoleViewer:    {ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals},
 	RoleCustomer:  {ReadOwnRuns},
 	RoleRun:       {UseBroker},
 	RoleSystem:    {ReadRuns, ReadOwnRuns},
@@ -43,8 +50,13 @@ var grants = map[Role][]Permission{
 // May reports whether the role grants p.
 func (r Role) May(p Permission) bool { return slices.Contains(grants[r], p) }
 
+// MayAny reports whether the role grants one of ps.
+func (r Role) MayAny(ps ...Permission) bool {
+	return slices.ContainsFunc(ps, r.May)
+}
+
 // KeyRoles are the roles an API key may have.
-var KeyRoles = []Role{RoleOwner, RoleDeveloper}
+var KeyRoles = []Role{RoleOwner, RoleDeveloper, RoleApprover, RoleViewer}
 
 // IsKeyRole reports whether an API key may have role r.
 func (r Role) IsKeyRole() bool { return slices.Contains(KeyRoles, r) }

@@ -155,13 +155,18 @@ var (
 // Role is what an actor may do in a project.
 type Role string
 
-// The roles; what each may do is in access.go. Only owners and developers
-// decide approvals; a customer token (an end user acting through a customer
-// UI) never can.
+// The roles; what each may do is in access.go. Owners, developers and
+// approvers decide approvals; a customer token (an end user acting through a
+// customer UI) never can.
 const (
 	RoleOwner     Role = "owner"
 	RoleDeveloper Role = "developer"
-	RoleCustomer  Role = "customer"
+	// RoleApprover reads approvals and the runs they belong to, and
+	// decides; nothing else.
+	RoleApprover Role = "approver"
+	// RoleViewer reads: runs, approvals, deployments.
+	RoleViewer   Role = "viewer"
+	RoleCustomer Role = "customer"
 	// RoleSystem is Stead itself: the sweeper expiring approvals.
 	RoleSystem Role = "system"
 	// RoleRun is a run's broker token: its handlers' access to their end

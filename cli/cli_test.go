@@ -274,7 +274,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"approvals", "--order", "oldest"}, 2, "--order must be"},
 		{[]string{"approvals", "--limit", "501"}, 2, "--limit must be from 1 to 500"},
 		{[]string{"runs", "--status", "done"}, 2, `--status must be one of queued, running, awaiting-approval, succeeded, failed or cancelled (got "done")`},
-		{[]string{"keys", "create", "--role", "admin"}, 2, "--role must be owner or developer"},
+		{[]string{"keys", "create", "--role", "admin"}, 2, "--role must be owner, developer, approver or viewer"},
 		{[]string{"token", "u", "--ttl", "48h"}, 2, "--ttl must be"},
 		{[]string{"trace"}, 2, "needs RUN"},
 		{[]string{"dev", "--egress-allow", "10.1.2.3/8"}, 2, "--egress-allow: \"10.1.2.3/8\" has bits set past its /8; write the range as 10.0.0.0/8"},
@@ -401,7 +401,7 @@ func TestLogin(t *testing.T) {
 	// A customer token is not a CLI key, even though it authenticates.
 	tok := strings.TrimSpace(s.mustCLI("token", "demo-user").stdout)
 	r = s.run(unset, "login", "--url", s.srv.URL, "--key", tok)
-	if r.code != 1 || !strings.Contains(r.stderr, "needs an owner or developer API key") {
+	if r.code != 1 || !strings.Contains(r.stderr, "needs a project API key") {
 		t.Errorf("login with a customer token: %s", r)
 	}
 	if c, _ := readConfig(s.config); c.Key != s.key {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/approvals"
 )
 
 func (a *app) keysCommand() *cobra.Command {
@@ -22,17 +23,17 @@ func (a *app) keysCommand() *cobra.Command {
 	}
 	var role, name string
 	create := &cobra.Command{
-		Use:   "create [--role owner|developer] [--name NAME]",
+		Use:   "create [--role owner|developer|approver|viewer] [--name NAME]",
 		Short: "Create an API key; its secret is shown only once",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if role != "owner" && role != "developer" {
-				return usagef("--role must be owner or developer (got %q)", role)
+			if !approvals.Role(role).IsKeyRole() {
+				return usagef("--role must be owner, developer, approver or viewer (got %q)", role)
 			}
 			return a.keysCreate(cmd.Context(), role, name)
 		},
 	}
-	create.Flags().StringVar(&role, "role", "developer", "owner (everything, including keys) or developer (deploy, run, decide)")
+	create.Flags().StringVar(&role, "role", "developer", "owner (everything, including keys), developer (deploy, run, decide), approver (read and decide approvals) or viewer (read only)")
 	create.Flags().StringVar(&name, "name", "", "a name to recognise the key by")
 	list := &cobra.Command{
 		Use:   "list",

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"stead/approvals"
 )
 
 func (a *app) loginCommand() *cobra.Command {
@@ -25,7 +27,7 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 				key = a.env.Getenv(EnvKey)
 			}
 			if key == "" {
-				return usagef("login needs --key (or %s): an owner or developer API key (stk_…)", EnvKey)
+				return usagef("login needs --key (or %s): a project API key (stk_…)", EnvKey)
 			}
 			u := a.urlFlag
 			if u == "" {
@@ -50,8 +52,8 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 			}
 			// The CLI's commands need a project key: a customer token or a
 			// run's broker token would fail them all.
-			if me.Role != "owner" && me.Role != "developer" {
-				return fmt.Errorf("check the key: it is a %s credential; the CLI needs an owner or developer API key (stk_…)", me.Role)
+			if !approvals.Role(me.Role).IsKeyRole() {
+				return fmt.Errorf("check the key: it is a %s credential; the CLI needs a project API key (stk_…)", me.Role)
 			}
 			p, err := configPath(a.env.Getenv)
 			if err != nil {

@@ -153,7 +153,7 @@ func (c *deploymentCache) latest(ctx context.Context, projectID string) (*deploy
 
 // Deployments lists the project's deployments, newest first.
 func (e *Engine) Deployments(ctx context.Context, actor approvals.Actor, cursor string, limit int) (store.Page[store.Deployment], error) {
-	if !actor.Role.May(approvals.Deploy) {
+	if !actor.Role.May(approvals.ReadDeployments) {
 		return store.Page[store.Deployment]{}, ErrForbidden
 	}
 	return e.store.ListDeployments(ctx, actor.ProjectID, cursor, limit)
@@ -162,7 +162,7 @@ func (e *Engine) Deployments(ctx context.Context, actor approvals.Actor, cursor 
 // Agents returns the agents of the latest deployment with their parsed
 // configuration.
 func (e *Engine) Agents(ctx context.Context, actor approvals.Actor) (store.Deployment, *agent.Config, error) {
-	if !actor.Role.May(approvals.Deploy) {
+	if !actor.Role.May(approvals.ReadDeployments) {
 		return store.Deployment{}, nil, ErrForbidden
 	}
 	d, err := e.deployments.latest(ctx, actor.ProjectID)
@@ -174,7 +174,7 @@ func (e *Engine) Agents(ctx context.Context, actor approvals.Actor) (store.Deplo
 
 // DeploymentConfig returns the parsed config of one deployment.
 func (e *Engine) DeploymentConfig(ctx context.Context, actor approvals.Actor, version int) (*agent.Config, error) {
-	if !actor.Role.May(approvals.Deploy) {
+	if !actor.Role.May(approvals.ReadDeployments) {
 		return nil, ErrForbidden
 	}
 	return e.deployments.config(ctx, actor.ProjectID, version)

@@ -107,30 +107,41 @@ func requestDigest(p StartParams) string {
 }
 
 // GetRun returns a run the actor may see: any run of its project for a
-// project key, only the end user's own runs for a customer token. Anything
-// else reads as store.ErrNotFound.
+// role that reads runs, the end user's own runs for a customer token, the
+// runs that asked for an approval for an approver. Anything else reads as
+// store.ErrNotFound.
 func (e *Engine) GetRun(ctx context.Context, actor approvals.Actor, id string) (store.Run, error) {
 	r, err := e.store.GetRun(ctx, id)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	if !canSee(actor, r) {
+	ok, err := e.canSee(ctx, actor, r)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if !ok {
 		return store.Run{}, fmt.Errorf("get run %s: %w", id, store.ErrNotFound)
 	}
 	return r, nil
 }
 
-func canSee(a approvals.Actor, r store.Run) bool {
+func (e *Engine) canSee(ctx context.Context, a approvals.Actor, r store.Run) (bool, error) {
 	if r.ProjectID != a.ProjectID {
-		return false
+		return false, nil
 	}
 	switch {
 	case a.Role.May(approvals.ReadRuns):
-		return true
-	case a.Role.May(approvals.ReadOwnRuns):
-		return a.EndUserID != "" && a.EndUserID == r.EndUserID
+		return true, nil
+	case a.Role.May(approvals.ReadOwnRuns) && a.EndUserID != "" && a.EndUserID == r.EndUserID:
+		return true, nil
+	case a.Role.May(approvals.ReadApprovalRuns):
+		if r.ApprovalID != "" {
+			return true, nil
+		}
+		page, err := e.store.ListApprovals(ctx, store.ApprovalFilter{ProjectID: r.ProjectID, RunID: r.ID, Limit: 1})
+		return err == nil && len(page.Items) > 0, err
 	}
-	return false
+	return false, nil
 }
 
 // ListRuns lists runs of the actor's project (a customer sees only its own).

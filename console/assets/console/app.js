@@ -130,8 +130,8 @@ function renderSignin() {
     button.disabled = true;
     try {
       const me = await get("/v1/me", undefined, { key });
-      if (me.role !== "owner" && me.role !== "developer") {
-        throw { code: "forbidden", message: "this is a customer token; the console needs an owner or developer API key (stk_…)" };
+      if (!["owner", "developer", "approver", "viewer"].includes(me.role)) {
+        throw { code: "forbidden", message: "this is a customer token; the console needs a project API key (stk_…)" };
       }
       input.value = "";
       session.key = key;
