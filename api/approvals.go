@@ -145,6 +145,9 @@ func approvalState(a approvals.Approval) map[string]any {
 	if a.DecidedBy != "" {
 		d["decidedBy"] = a.DecidedBy
 	}
+	if a.DecidedByName != "" {
+		d["decidedByName"] = a.DecidedByName
+	}
 	if !a.DecidedAt.IsZero() {
 		d["decidedAt"] = a.DecidedAt
 	}

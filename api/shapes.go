@@ -83,9 +83,12 @@ type Approval struct {
 	Status      string    `json:"status"`
 	RequestedAt time.Time `json:"requestedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
-	DecidedBy   string    `json:"decidedBy,omitempty"`
-	DecidedAt   time.Time `json:"decidedAt,omitzero"`
-	Note        string    `json:"note,omitempty"`
+	// DecidedBy is the deciding key's id ("stead" for an expiry),
+	// DecidedByName the member it belongs to.
+	DecidedBy     string    `json:"decidedBy,omitempty"`
+	DecidedByName string    `json:"decidedByName,omitempty"`
+	DecidedAt     time.Time `json:"decidedAt,omitzero"`
+	Note          string    `json:"note,omitempty"`
 }
 
 // Event is one line of a run's trace.
@@ -358,7 +361,7 @@ func approvalOf(a approvals.Approval) Approval {
 		ID: a.ID, RunID: a.RunID, Agent: a.Agent, EndUserID: a.EndUserID, Deployment: a.Deployment,
 		StepID: a.StepID, Tool: a.Tool, Input: a.Input, OriginalInput: a.OriginalInput,
 		Reason: a.Reason, Status: string(a.Status), RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt,
-		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Note: a.Note,
+		DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
 	}
 }
 

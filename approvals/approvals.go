@@ -73,9 +73,12 @@ type Approval struct {
 	Status        Status          `json:"status"`
 	RequestedAt   time.Time       `json:"requestedAt"`
 	ExpiresAt     time.Time       `json:"expiresAt"`
-	DecidedBy     string          `json:"decidedBy,omitempty"`
-	DecidedAt     time.Time       `json:"decidedAt,omitzero"`
-	Note          string          `json:"note,omitempty"`
+	// DecidedBy is the deciding key's id ("stead" for an expiry);
+	// DecidedByName the member it belongs to, as named when it decided.
+	DecidedBy     string    `json:"decidedBy,omitempty"`
+	DecidedByName string    `json:"decidedByName,omitempty"`
+	DecidedAt     time.Time `json:"decidedAt,omitzero"`
+	Note          string    `json:"note,omitempty"`
 }
 
 // Request is a gated call, as the engine knows it when it pauses the run.
@@ -180,8 +183,19 @@ type Actor struct {
 	Role      Role
 	// ID names the actor in traces: a key id, "customer:<endUserId>", "system".
 	ID string
+	// Name is what people read: the member a key belongs to ("Ana Diaz");
+	// empty when there is none, and then ID stands for it (see Who).
+	Name string
 	// EndUserID is set for customer actors.
 	EndUserID string
+}
+
+// Who is how the actor is named to people: its Name, else its ID.
+func (a Actor) Who() string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return a.ID
 }
 
 // Digest binds an input to an approval: the hex sha256 of its compact JSON.
@@ -205,7 +219,9 @@ type Decision struct {
 	ApprovalID string
 	// Status is Approved, Denied, Expired or Cancelled.
 	Status Status
+	// By is the deciding actor's ID, ByName its Name.
 	By     string
+	ByName string
 	Note   string
 	// Input, when set on an approval, replaces the approval's input; it must
 	// already be validated against the tool's schema. InputDigest is its Digest.
@@ -278,6 +294,7 @@ func IsForeign(err error) bool { return errors.Is(err, errForeign) }
 func (d Decision) Apply(a Approval) Approval {
 	a.Status = d.Status
 	a.DecidedBy = d.By
+	a.DecidedByName = d.ByName
 	a.DecidedAt = d.At
 	a.Note = d.Note
 	// An "edit" identical to what was asked is no edit.
@@ -310,11 +327,20 @@ func NotPendingMessage(a Approval, now time.Time, verb string) string {
 			a.ID, a.DecidedAt.UTC().Format("15:04:05Z"))
 	}
 	by := ""
-	if a.DecidedBy != "" {
-		by = " by " + a.DecidedBy
+	if w := a.DecidedByWho(); w != "" {
+		by = " by " + w
 	}
 	return fmt.Sprintf("approval %s was already %s%s at %s; check the run trace instead of deciding again",
 		a.ID, a.Status, by, a.DecidedAt.UTC().Format("15:04:05Z"))
+}
+
+// DecidedByWho is how the decider is named to people: the member's name,
+// else the key id.
+func (a Approval) DecidedByWho() string {
+	if a.DecidedByName != "" {
+		return a.DecidedByName
+	}
+	return a.DecidedBy
 }
 
 // Ago renders a duration the way people say it: "45s", "3m", "2h", "4d".

@@ -143,7 +143,7 @@ func (a *app) printApproval(ap api.Approval) {
 		t.row("  expires", fmt.Sprintf("%s (expired %s)", stamp(ap.ExpiresAt), ago(now, ap.ExpiresAt)))
 	}
 	if ap.DecidedBy != "" || !ap.DecidedAt.IsZero() {
-		t.row("  decided", fmt.Sprintf("%s by %s (%s)", stamp(ap.DecidedAt), orDash(ap.DecidedBy), ago(now, ap.DecidedAt)))
+		t.row("  decided", fmt.Sprintf("%s by %s (%s)", stamp(ap.DecidedAt), orDash(named(ap.DecidedBy, ap.DecidedByName)), ago(now, ap.DecidedAt)))
 	}
 	if ap.Note != "" {
 		t.row("  note", ap.Note)

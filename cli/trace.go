@@ -49,12 +49,14 @@ func summary(ev api.Event) string {
 	var d map[string]json.RawMessage
 	_ = json.Unmarshal(ev.Data, &d)
 	str := func(k string) string { return rawString(d[k]) }
+	// by names who did it: the member ("Ana Diaz (key_…)"), else the key.
+	by := func(d map[string]json.RawMessage) string { return named(rawString(d["by"]), rawString(d["byName"])) }
 	var s string
 	switch ev.Type {
 	case "run.created":
 		s = fmt.Sprintf("agent %s, deployment %s, input %s", str("agent"), compact(d["deployment"]), compact(d["input"]))
-		if by := str("by"); by != "" {
-			s += ", by " + by
+		if b := by(d); b != "" {
+			s += ", by " + b
 		}
 	case "run.started":
 		s = "attempt " + compact(d["attempt"])
@@ -67,7 +69,7 @@ func summary(ev api.Event) string {
 		if json.Unmarshal(d["policy"], &pol) == nil {
 			switch dec := rawString(pol["decision"]); dec {
 			case "approved":
-				s += fmt.Sprintf(" (approved by %s)", rawString(pol["by"]))
+				s += fmt.Sprintf(" (approved by %s)", by(pol))
 			case "", "allow":
 			default:
 				s += " (" + dec + ")"
@@ -88,7 +90,7 @@ func summary(ev api.Event) string {
 	case "approval.requested":
 		s = fmt.Sprintf("%s %s (expires %s): %s", str("approvalId"), str("tool"), clockOf(d["expiresAt"]), str("reason"))
 	case "approval.approved":
-		s = fmt.Sprintf("%s approved by %s", str("approvalId"), str("by"))
+		s = fmt.Sprintf("%s approved by %s", str("approvalId"), by(d))
 		if e := compact(d["edited"]); e == "true" {
 			s += ", input edited to " + compact(d["input"])
 		}
@@ -96,18 +98,18 @@ func summary(ev api.Event) string {
 			s += ": " + n
 		}
 	case "approval.denied":
-		s = fmt.Sprintf("%s denied by %s", str("approvalId"), str("by"))
+		s = fmt.Sprintf("%s denied by %s", str("approvalId"), by(d))
 		if n := str("note"); n != "" {
 			s += ": " + n
 		}
 	case "approval.expired":
 		s = fmt.Sprintf("%s expired at %s without a decision", str("approvalId"), clockOf(d["expiresAt"]))
 	case "approval.cancelled":
-		s = fmt.Sprintf("%s cancelled by %s", str("approvalId"), str("by"))
+		s = fmt.Sprintf("%s cancelled by %s", str("approvalId"), by(d))
 	case "run.succeeded":
 		s = "output " + compact(d["output"])
 	case "run.cancelled":
-		s = "by " + str("by")
+		s = "by " + by(d)
 	default:
 		s = compact(ev.Data)
 	}
@@ -139,4 +141,13 @@ func clockOf(raw json.RawMessage) string {
 		return rawString(raw)
 	}
 	return clock(t)
+}
+
+// named renders an actor for people: "Ana Diaz (key_…)" when the member is
+// known, else the id.
+func named(id, name string) string {
+	if name == "" || id == "" {
+		return id
+	}
+	return name + " (" + id + ")"
 }

@@ -49,7 +49,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	}
 	now := e.now()
 	dec := approvals.Decision{
-		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, Note: p.Note, At: now,
+		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, Note: p.Note, At: now,
 	}
 	if p.Approve {
 		dec.Status = approvals.Approved
@@ -64,7 +64,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		}
 	}
 	params := store.DecideParams{Decision: dec, Read: &a}
-	data := map[string]any{"approvalId": a.ID, "tool": a.Tool, "by": actor.ID, "note": p.Note}
+	data := byActor(actor, map[string]any{"approvalId": a.ID, "tool": a.Tool, "note": p.Note})
 	if p.Approve {
 		if dec.Input != nil && dec.InputDigest != a.InputDigest {
 			data["input"] = dec.Input
@@ -82,7 +82,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
 		params.Events = []store.Event{event("approval.denied", now, a.StepID, data)}
 	} else {
-		msg := fmt.Sprintf("%s was denied by %s", a.Tool, actor.ID)
+		msg := fmt.Sprintf("%s was denied by %s", a.Tool, actor.Who())
 		if p.Note != "" {
 			msg += ": " + p.Note
 		}
@@ -111,6 +111,16 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
 	}
 	return decided, nil
+}
+
+// byActor adds who did something to an event's data: "by", the actor's
+// id, and "byName", the member's name when there is one.
+func byActor(actor approvals.Actor, data map[string]any) map[string]any {
+	data["by"] = actor.ID
+	if actor.Name != "" {
+		data["byName"] = actor.Name
+	}
+	return data
 }
 
 // validateEdit checks an edited input against the tool's schema in the

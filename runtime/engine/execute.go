@@ -314,7 +314,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		if err != nil {
 			return stepOutput{}, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: stored input is not JSON: %v", approved.ID, err))
 		}
-		policy = map[string]any{"decision": "approved", "approvalId": approved.ID, "by": approved.DecidedBy}
+		policy = approvedPolicy(*approved)
 		if d, denied := x.deniedDespiteApproval(tool, input); denied {
 			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
 		}
@@ -540,6 +540,16 @@ func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID stri
 		return nil, x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: the stored input does not match its digest; refusing to run it", a.ID))
 	}
 	return &a, nil
+}
+
+// approvedPolicy is the policy record of a call that runs because a person
+// approved it.
+func approvedPolicy(a approvals.Approval) map[string]any {
+	p := map[string]any{"decision": "approved", "approvalId": a.ID, "by": a.DecidedBy}
+	if a.DecidedByName != "" {
+		p["byName"] = a.DecidedByName
+	}
+	return p
 }
 
 // deniedDespiteApproval re-checks an approved input against the deny rules:

@@ -246,14 +246,14 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		if input, err = decode(a.Input); err != nil {
 			return x.fail(ctx, s.ID, CodeInternal, fmt.Sprintf("approval %s: stored input is not JSON: %v", a.ID, err))
 		}
-		policy = map[string]any{"decision": "approved", "approvalId": a.ID, "by": a.DecidedBy}
+		policy = approvedPolicy(*a)
 		if d, denied := x.deniedDespiteApproval(tool, input); denied {
 			return x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
 		}
 	case a != nil:
 		// Denied or expired, and the run resumed: onDecline is tell-model.
 		x.emit("tool.declined", s.ID, map[string]any{
-			"callId": id, "tool": a.Tool, "approvalId": a.ID, "status": a.Status, "by": a.DecidedBy, "note": a.Note,
+			"callId": id, "tool": a.Tool, "approvalId": a.ID, "status": a.Status, "by": a.DecidedBy, "byName": a.DecidedByName, "note": a.Note,
 		})
 		return answer(declinedMessage(*a), true, true)
 	case !known || !slices.Contains(l.Tools, call.Name):

@@ -74,9 +74,9 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 		run.RequestDigest = requestDigest(p)
 	}
 	created, err := e.store.CreateRun(ctx, run, []store.Event{
-		event("run.created", now, "", map[string]any{
-			"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input, "by": actor.ID,
-		}),
+		event("run.created", now, "", byActor(actor, map[string]any{
+			"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input,
+		})),
 	})
 	if errors.Is(err, store.ErrExists) && p.IdempotencyKey != "" && created.ID != "" {
 		if created.RequestDigest != run.RequestDigest {
@@ -183,17 +183,17 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 		}
 		now := e.now()
 		runErr := &store.RunError{Code: "cancelled", Message: "cancelled by " + actor.ID}
-		cancelled := event("run.cancelled", now, "", map[string]any{"by": actor.ID})
+		cancelled := event("run.cancelled", now, "", byActor(actor, map[string]any{}))
 		if r.Status == store.RunAwaitingApproval {
 			_, r2, err := e.store.DecideApproval(ctx, store.DecideParams{
 				Decision: approvals.Decision{
 					ProjectID: r.ProjectID, ApprovalID: r.ApprovalID, Status: approvals.Cancelled,
-					By: actor.ID, Note: "run cancelled", At: now,
+					By: actor.ID, ByName: actor.Name, Note: "run cancelled", At: now,
 				},
 				RunStatus: store.RunCancelled,
 				RunError:  runErr,
 				Events: []store.Event{
-					event("approval.cancelled", now, r.ApprovalID, map[string]any{"approvalId": r.ApprovalID, "by": actor.ID}),
+					event("approval.cancelled", now, r.ApprovalID, byActor(actor, map[string]any{"approvalId": r.ApprovalID})),
 					cancelled,
 				},
 			})

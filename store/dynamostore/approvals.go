@@ -41,6 +41,7 @@ func approvalKey(id string) item { return key("A#"+id, approvalSK) }
 type decision struct {
 	Status      approvals.Status `json:"s"`
 	By          string           `json:"b,omitempty"`
+	ByName      string           `json:"bn,omitempty"`
 	At          time.Time        `json:"a"`
 	Note        string           `json:"n,omitempty"`
 	Input       json.RawMessage  `json:"i,omitempty"`
@@ -48,7 +49,7 @@ type decision struct {
 }
 
 func (d decision) apply(a approvals.Approval) approvals.Approval {
-	return approvals.Decision{Status: d.Status, By: d.By, At: d.At, Note: d.Note, Input: d.Input, InputDigest: d.InputDigest}.Apply(a)
+	return approvals.Decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At, Note: d.Note, Input: d.Input, InputDigest: d.InputDigest}.Apply(a)
 }
 
 // putApproval writes a new approval item, with the events of the commit
@@ -505,7 +506,7 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 			return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 		}
 	}
-	dec, err := s.encode(ctx, "decision on approval "+a.ID, decision{Status: d.Status, By: d.By, At: d.At.UTC(), Note: d.Note, Input: d.Input, InputDigest: d.InputDigest})
+	dec, err := s.encode(ctx, "decision on approval "+a.ID, decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At.UTC(), Note: d.Note, Input: d.Input, InputDigest: d.InputDigest})
 	if err != nil {
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 	}

@@ -3,7 +3,7 @@
 
 import { h, replace, alertBox, showError, showMessage } from "./dom.js";
 import { get, post, enc } from "./api.js";
-import { ago, stamp, countdown, pretty } from "./format.js";
+import { ago, stamp, countdown, pretty, who } from "./format.js";
 
 const POLL_MS = 3000;
 const RUN_POLL_MS = 1000;
@@ -230,13 +230,6 @@ function placeInOrder(list, desired) {
   }
 }
 
-// who names a decider: the signed-in key as "you".
-function who(id, me) {
-  if (!id) return "—";
-  if (me && id === me.id) return `you (${id})`;
-  if (id === "stead") return "Stead (timeout)";
-  return id;
-}
 
 function facts(rows) {
   return h("dl", { class: "facts" }, rows.filter(Boolean).map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", {}, v))));
@@ -452,7 +445,7 @@ function pendingCard(a, opts) {
     if (check) { check.checked = false; check.disabled = true; }
     const line = h("p", { class: "run-line" }, "Run ", runLink(a.runId), " ", h("span", { class: "muted", text: "updating…" }));
     replace(result,
-      h("p", {}, h("strong", { text: d.status === "approved" ? "Approved" : "Denied" }), ` by ${who(d.decidedBy, opts.me)} at ${stamp(d.decidedAt)}`,
+      h("p", {}, h("strong", { text: d.status === "approved" ? "Approved" : "Denied" }), ` by ${who(d.decidedBy, opts.me, d.decidedByName)} at ${stamp(d.decidedAt)}`,
         d.note ? [" — note: ", h("q", { text: d.note })] : null),
       d.originalInput ? h("p", { class: "small", text: "Approved with an edited input:" }) : null,
       d.originalInput ? h("pre", { class: "json", text: pretty(d.input) }) : null,
@@ -509,13 +502,13 @@ function settledCard(a, me) {
     rows.push(["Expired", timeEl(a.expiresAt)]);
     outcome = h("p", { class: "outcome outcome--expired" }, h("strong", { text: "Expired: nobody decided in time." }), ` It was due by ${stamp(a.expiresAt)}; the run failed with approval-expired.`);
   } else if (a.status === "denied") {
-    rows.push(["Denied by", who(a.decidedBy, me)], ["Denied at", timeEl(a.decidedAt)]);
+    rows.push(["Denied by", who(a.decidedBy, me, a.decidedByName)], ["Denied at", timeEl(a.decidedAt)]);
     outcome = h("p", { class: "outcome outcome--denied" }, h("strong", { text: "Denied." }), a.note ? [" Note: ", h("q", { text: a.note })] : " No note.");
   } else if (a.status === "approved") {
-    rows.push(["Approved by", who(a.decidedBy, me)], ["Approved at", timeEl(a.decidedAt)]);
+    rows.push(["Approved by", who(a.decidedBy, me, a.decidedByName)], ["Approved at", timeEl(a.decidedAt)]);
     outcome = h("p", { class: "outcome outcome--approved" }, h("strong", { text: "Approved." }), a.note ? [" Note: ", h("q", { text: a.note })] : null);
   } else if (a.status === "cancelled") {
-    rows.push(["Cancelled by", who(a.decidedBy, me)], ["Cancelled at", timeEl(a.decidedAt)]);
+    rows.push(["Cancelled by", who(a.decidedBy, me, a.decidedByName)], ["Cancelled at", timeEl(a.decidedAt)]);
     outcome = h("p", { class: "outcome" }, "Cancelled with its run.");
   }
   rows.push(["Approval", h("span", { class: "mono", text: a.id })]);

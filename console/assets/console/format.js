@@ -61,3 +61,12 @@ export function hasCosts(c) {
 export function costsText(c) {
   return `${c.tokensInput} tokens in, ${c.tokensOutput} tokens out, ${usd(c.costUsd)}`;
 }
+
+// who names a decider or actor: the member's name when known (with the key
+// id), the signed-in key as "you", Stead itself for an expiry.
+export function who(id, me, name) {
+  if (!id) return "—";
+  if (me && id === me.id) return `you (${name ? name + ", " : ""}${id})`;
+  if (id === "stead") return "Stead (timeout)";
+  return name ? `${name} (${id})` : id;
+}

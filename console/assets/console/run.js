@@ -2,7 +2,7 @@
 
 import { h, replace, alertBox, showError } from "./dom.js";
 import { get, post, enc, streamEvents } from "./api.js";
-import { ago, stamp, clockMs, countdown, pretty, hasCosts, costsText } from "./format.js";
+import { ago, stamp, clockMs, countdown, pretty, hasCosts, costsText, who } from "./format.js";
 import { statusBadge } from "./approvals.js";
 
 const TERMINAL = ["succeeded", "failed", "cancelled"];
@@ -122,11 +122,6 @@ export function runView(ctx, id) {
   };
 }
 
-function who(id, me) {
-  if (!id) return "—";
-  if (me && id === me.id) return `you (${id})`;
-  return id;
-}
 
 function json(v, label) {
   return h("pre", { class: "json", text: pretty(v), attrs: label ? { "aria-label": label } : {} });
@@ -146,7 +141,7 @@ function eventItem(ev, me) {
   let kind = "info", title, body = [];
   switch (ev.type) {
     case "run.created":
-      title = `Run created by ${who(d.by, me)} for end user ${d.endUserId} (deployment ${d.deployment})`;
+      title = `Run created by ${who(d.by, me, d.byName)} for end user ${d.endUserId} (deployment ${d.deployment})`;
       body = [json(d.input, "Run input")];
       break;
     case "run.started":
@@ -156,7 +151,7 @@ function eventItem(ev, me) {
       title = `Step ${ev.step}: ${d.tool} started`;
       const p = d.policy;
       body = [
-        p ? kv("policy", p.decision === "approved" ? `approved by ${who(p.by, me)} (approval ${p.approvalId})` : `${p.decision}${p.reason ? " — " + p.reason : ""}`) : null,
+        p ? kv("policy", p.decision === "approved" ? `approved by ${who(p.by, me, p.byName)} (approval ${p.approvalId})` : `${p.decision}${p.reason ? " — " + p.reason : ""}`) : null,
         idemKey(d),
         d.attempt > 1 ? kv("attempt", String(d.attempt)) : null,
         h("p", { class: "ev__label small", text: "Input" }), json(d.input, `Input of step ${ev.step}`),
@@ -203,7 +198,7 @@ function eventItem(ev, me) {
       break;
     case "approval.approved":
       kind = "ok";
-      title = `Approved by ${who(d.by, me)} at ${stamp(ev.at)}`;
+      title = `Approved by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
       body = [
         d.note ? kv("note", h("q", { text: d.note })) : null,
         d.edited ? h("p", { class: "ev__label small", text: "Input edited before approval; it runs with:" }) : null,
@@ -214,7 +209,7 @@ function eventItem(ev, me) {
       break;
     case "approval.denied":
       kind = "bad";
-      title = `Denied by ${who(d.by, me)} at ${stamp(ev.at)}`;
+      title = `Denied by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
       body = [d.note ? kv("note", h("q", { text: d.note })) : h("p", { class: "small muted", text: "No note." })];
       break;
     case "approval.expired":
@@ -222,7 +217,7 @@ function eventItem(ev, me) {
       title = `Approval expired: nobody decided by ${stamp(d.expiresAt)}`;
       break;
     case "approval.cancelled":
-      title = `Approval cancelled with the run by ${who(d.by, me)}`;
+      title = `Approval cancelled with the run by ${who(d.by, me, d.byName)}`;
       break;
     case "run.succeeded":
       kind = "ok";
@@ -236,7 +231,7 @@ function eventItem(ev, me) {
       break;
     case "run.cancelled":
       kind = "bad";
-      title = `Run cancelled by ${who(d.by, me)}`;
+      title = `Run cancelled by ${who(d.by, me, d.byName)}`;
       break;
     default:
       title = ev.type;
