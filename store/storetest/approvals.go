@@ -126,7 +126,7 @@ func checkDecided(t testing.TB, s store.Store, p store.DecideParams, before stor
 	t.Helper()
 	d := p.Decision
 	wantA := beforeA
-	wantA.Status, wantA.DecidedBy, wantA.DecidedAt, wantA.Note = d.Status, d.By, d.At, d.Note
+	wantA.Status, wantA.DecidedBy, wantA.DecidedByName, wantA.DecidedAt, wantA.Note = d.Status, d.By, d.ByName, d.At, d.Note
 	if d.Input != nil {
 		wantA.OriginalInput, wantA.Input, wantA.InputDigest = beforeA.Input, d.Input, d.InputDigest
 	}

@@ -275,7 +275,7 @@ func gatedRun(t testing.TB, s store.Store, p, runID, aprID string, requested, ex
 // decide builds the parameters the engine sends for a decision of kind st.
 func decide(p, aprID string, st approvals.Status, when time.Time) store.DecideParams {
 	d := store.DecideParams{
-		Decision: approvals.Decision{ProjectID: p, ApprovalID: aprID, Status: st, By: "key_owner", Note: "note " + string(st), At: when},
+		Decision: approvals.Decision{ProjectID: p, ApprovalID: aprID, Status: st, By: "key_owner", ByName: "Ana Diaz", Note: "note " + string(st), At: when},
 		Events:   []store.Event{event("approval." + string(st))},
 	}
 	switch st {
