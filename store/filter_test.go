@@ -33,14 +33,14 @@ func TestParseFilters(t *testing.T) {
 		{"approval status all", p(store.ParseApprovalStatus("all")), approvals.Status(""), ""},
 		{"approval status denied", p(store.ParseApprovalStatus("denied")), approvals.Denied, ""},
 		{"approval status unknown", p(store.ParseApprovalStatus("open")), approvals.Status(""),
-			`status must be one of pending, approved, denied, expired, cancelled or all (got "open")`},
+			`status must be one of ` + store.Choices(store.ApprovalStatusChoices()...) + ` (got "open")`},
 		{"order default", p(store.ParseApprovalOrder("")), store.NewestFirst, ""},
 		{"order expiring", p(store.ParseApprovalOrder("expiring")), store.ExpiringFirst, ""},
 		{"order unknown", p(store.ParseApprovalOrder("oldest")), store.ApprovalOrder(""), `order must be newest or expiring (got "oldest")`},
 		{"run status any", p(store.ParseRunStatus("")), store.RunStatus(""), ""},
 		{"run status awaiting", p(store.ParseRunStatus("awaiting-approval")), store.RunAwaitingApproval, ""},
 		{"run status unknown", p(store.ParseRunStatus("done")), store.RunStatus(""),
-			`status must be one of queued, running, awaiting-approval, succeeded, failed or cancelled (got "done")`},
+			`status must be one of ` + store.Choices(store.RunStatuses...) + ` (got "done")`},
 		{"limit absent", p(store.ParseLimit("")), 0, ""},
 		{"limit 1", p(store.ParseLimit("1")), 1, ""},
 		{"limit max", p(store.ParseLimit("500")), 500, ""},
@@ -152,9 +152,9 @@ func TestApprovalStatusesComplete(t *testing.T) {
 }
 
 func ExampleChoices() {
-	fmt.Println(store.Choices(store.RunStatuses...))
-	fmt.Println(store.Choices(store.ApprovalStatusChoices()...))
+	fmt.Println(store.Choices(store.ApprovalOrders...))
+	fmt.Println(store.Choices("pending", "approved", "denied", "all"))
 	// Output:
-	// queued, running, awaiting-approval, succeeded, failed or cancelled
-	// pending, approved, denied, expired, cancelled or all
+	// newest or expiring
+	// pending, approved, denied or all
 }
