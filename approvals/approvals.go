@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,13 +34,11 @@ const (
 )
 
 // Valid reports whether s is one of the statuses above.
-func (s Status) Valid() bool {
-	switch s {
-	case Pending, Approved, Denied, Expired, Cancelled:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
+
+// Statuses are the statuses, in the order lists show them: adding one is
+// adding it here (store's filters take this list).
+var Statuses = []Status{Pending, Approved, Denied, Expired, Cancelled}
 
 // DefaultTimeout is how long an approval stays pending when neither the tool
 // nor the agent sets a timeout: long enough for someone watching the

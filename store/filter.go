@@ -15,7 +15,8 @@ import (
 // calls Normalize (or ClampLimit) before it reads. So each rule — which
 // statuses and orders exist, what a missing value means, how large a page
 // may be — and the words that refuse a value are written once: adding a
-// status is adding it to its list (RunStatuses; ApprovalStatuses).
+// status is adding it to its list (RunStatuses here; approvals.Statuses,
+// which ApprovalStatuses is).
 
 // Page sizes of every list.
 const (
@@ -25,7 +26,7 @@ const (
 
 // ApprovalStatuses are the statuses an approval filter takes, in the order
 // they are offered to users.
-var ApprovalStatuses = []approvals.Status{approvals.Pending, approvals.Approved, approvals.Denied, approvals.Expired, approvals.Cancelled}
+var ApprovalStatuses = approvals.Statuses
 
 // DefaultApprovalStatus is what an approval list shows when the user names
 // no status: the queue.
