@@ -1,8 +1,12 @@
 // Package store is Stead's storage seam: the records every shape keeps
-// (projects, keys, deployments, runs, their trace, approvals, broker records)
-// and the one Store interface that the embedded bbolt backend and the
-// DynamoDB backend implement. Both pass the same conformance suite,
-// store/storetest.
+// (projects, members, keys, deployments, runs, their trace, approvals,
+// broker records) and the one Store interface that the embedded bbolt
+// backend and the DynamoDB backend implement. Both pass the same
+// conformance suite, store/storetest.
+//
+// Members and their keys: see Member. Keys stored before members existed
+// keep working: each presents as a member of its own (Member, "Older
+// keys"), made up on read, so no migration runs.
 //
 // Every write that moves a run is conditional: on the run's Version (and, for
 // claims, its lease). A stale write returns ErrConflict and changes nothing.
@@ -32,9 +36,11 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrInvalidCursor: a list cursor that this list did not hand out.
 	ErrInvalidCursor = errors.New("invalid cursor")
-	// ErrLastOwner: revoking the key would leave its project without an
-	// active owner key.
-	ErrLastOwner = errors.New("last active owner key")
+	// ErrLastOwner: the write would leave its project without an active
+	// owner key or without an active owner member: revoking the last owner
+	// key, removing or demoting the last owner member (or the member
+	// holding the last owner keys).
+	ErrLastOwner = errors.New("last active owner")
 	// ErrTooManyRevocations: the end user already has MaxRevokedTokens
 	// revoked customer tokens that have not expired.
 	ErrTooManyRevocations = errors.New("too many revoked customer tokens")
@@ -177,11 +183,19 @@ type Project struct {
 
 // APIKey is a project key. Only its hash is stored.
 type APIKey struct {
-	ID        string         `json:"id"`
-	ProjectID string         `json:"projectId"`
-	Name      string         `json:"name"`
-	Role      approvals.Role `json:"role"`
-	Hash      string         `json:"hash"`
+	ID        string `json:"id"`
+	ProjectID string `json:"projectId"`
+	Name      string `json:"name"`
+	// MemberID is the member the key belongs to. Keys read from a store
+	// always name one: a key stored without (an older key) names its
+	// LegacyMember.
+	MemberID string `json:"memberId,omitempty"`
+	// Role and MemberName are copies of the member's, kept in step by the
+	// store while the key is active (a revoked key keeps those it had when
+	// it was revoked).
+	Role       approvals.Role `json:"role"`
+	MemberName string         `json:"memberName,omitempty"`
+	Hash       string         `json:"hash"`
 	// Prefix is the first characters of the key, for recognising it in lists.
 	Prefix    string    `json:"prefix"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -454,6 +468,12 @@ type Store interface {
 	GetProject(ctx context.Context, id string) (Project, error)
 
 	// CreateAPIKey stores a key; ErrExists if its id or hash is taken.
+	// A key with MemberID belongs to that member, who must be a member of
+	// the key's project and not removed (ErrNotFound otherwise); the store
+	// fills in the key's Role and MemberName from the member (Member.Bind:
+	// a Role that differs is refused with ErrConflict). A key without
+	// MemberID is an older kind of key: it belongs to a member of its own
+	// (LegacyMember); ErrExists if that member's id is taken.
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	// GetAPIKeyByHash finds a key (revoked ones too) or ErrNotFound.
 	GetAPIKeyByHash(ctx context.Context, hash string) (APIKey, error)
@@ -462,8 +482,40 @@ type Store interface {
 	// RevokeAPIKey marks a key revoked at the given time; ErrNotFound if the
 	// project has no such key. Revoking twice keeps the first time. The
 	// project's last active owner key is not revoked (ErrLastOwner), also
-	// when revokes of its owner keys run at the same moment.
+	// when revokes of its owner keys run at the same moment. Revoking an
+	// older key (one without a member of its own) removes its LegacyMember.
 	RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (APIKey, error)
+
+	// CreateMember stores a new member at Version 1; m must be valid
+	// (Member.Validate) and not removed. ErrExists if its id is taken in
+	// its project, also by the member of an older key (LegacyMemberID).
+	CreateMember(ctx context.Context, m Member) error
+	// CreateMemberWithKey stores a new member and its first key in one
+	// write: both or neither. The key is bound to the member (Member.Bind).
+	// ErrExists if the member's id, the key's id or the key's hash is
+	// taken; nothing is written then.
+	CreateMemberWithKey(ctx context.Context, m Member, k APIKey) error
+	// GetMember returns a member of the project, a removed one too;
+	// ErrNotFound if the project has no member with that id.
+	GetMember(ctx context.Context, projectID, id string) (Member, error)
+	// ListMembers lists a project's members, oldest first (by CreatedAt,
+	// then id); removed ones only with includeRemoved.
+	ListMembers(ctx context.Context, projectID string, includeRemoved bool) ([]Member, error)
+	// UpdateMember stores m's Name, Email, Role, Chat and UpdatedAt,
+	// conditional on m.Version being the stored version, and returns the
+	// stored member (Version incremented; identity and CreatedAt kept). The
+	// member's active keys get its new role and name in the same write.
+	// Errors: ErrNotFound for a missing or removed member; ErrConflict if
+	// m.Version is stale; ErrLastOwner if the member is the project's last
+	// active owner member, or holds its last active owner keys, and m is
+	// not an owner.
+	UpdateMember(ctx context.Context, m Member) (Member, error)
+	// RemoveMember marks a member removed at the given time and revokes its
+	// active keys at that time, in one write, and returns the member.
+	// Removing twice keeps the first time. ErrNotFound if the project has
+	// no such member; ErrLastOwner if it is the project's last active owner
+	// member, or holds its last active owner keys.
+	RemoveMember(ctx context.Context, projectID, id string, at time.Time) (Member, error)
 
 	// RevokeCustomerTokens records r until r.Until. Revoking a token twice
 	// keeps the later Until; of two IssuedBefore, the later one holds.

@@ -13,6 +13,7 @@
 //	bucket            key                                  value
 //	projects          <project>                            Project
 //	apikeys           <project> <keyID>                    APIKey
+//	members           <project> <memberID>                 Member
 //	deployments       <project> <version u64>              Deployment
 //	runs              <runID>                              Run
 //	events            <runID> <seq u64>                    Event
@@ -33,6 +34,11 @@
 //	idx-apr-run       <run> <requestedAt> <id>             all approvals
 //	idx-apr-run-x     <run> <expiresAt> <id>               all approvals
 //	idx-revoked-until <until> <revocations key>            every revocation record
+//
+// A member's keys are found by scanning its project's keys (a project has a
+// handful): a key holds its member's id, not the other way round. A key
+// without one (written before members existed) is its own member's
+// (store.LegacyMember) until a write to that member stores it in members.
 //
 // A revocation record lives until its last revocation ends (its tokens
 // expired); every revocation write first deletes the records whose time
@@ -97,6 +103,7 @@ type Store struct {
 var (
 	bProjects    = []byte("projects")
 	bAPIKeys     = []byte("apikeys")
+	bMembers     = []byte("members")
 	bDeployments = []byte("deployments")
 	bRuns        = []byte("runs")
 	bEvents      = []byte("events")
@@ -119,7 +126,7 @@ var (
 	xRevokedUntil  = []byte("idx-revoked-until")
 
 	allBuckets = [][]byte{
-		bProjects, bAPIKeys, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
+		bProjects, bAPIKeys, bMembers, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 	}

@@ -171,6 +171,20 @@ func get(tx *bolt.Tx, b, k []byte, v any) (ok bool, err error) {
 	return true, decode(data, v)
 }
 
+// values decodes the values of b under prefix p, in key order.
+func values[T any](tx *bolt.Tx, b, p []byte) ([]T, error) {
+	var out []T
+	err := scan(bucket(tx, b), p, nil, false, func(_, v []byte) (bool, error) {
+		var item T
+		if err := decode(v, &item); err != nil {
+			return false, err
+		}
+		out = append(out, item)
+		return true, nil
+	})
+	return out, err
+}
+
 // decode reads a stored JSON value. It copies what it keeps, so v outlives
 // the transaction. Records are read and written with go-json-experiment's
 // encoding/json-compatible v1 package: the same JSON as encoding/json, on

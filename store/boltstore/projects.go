@@ -10,7 +10,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"stead/approvals"
 	"stead/store"
 )
 
@@ -53,25 +52,59 @@ func must(ok bool, err error) error {
 }
 
 // CreateAPIKey stores a key; store.ErrExists if its id (in its project) or
-// its hash is taken.
+// its hash is taken. A key with MemberID is bound to that member
+// (store.ErrNotFound if it is not an active member of the key's project);
+// a key without one is its own member's, whose id must be free.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.ID == "" || k.ProjectID == "" || k.Hash == "" {
 		return errors.New("create api key: id, projectId and hash are required")
 	}
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		ik := key([]byte(k.ID), k.ProjectID)
-		if exists(tx, bAPIKeys, ik) || exists(tx, xAPIKeyHash, []byte(k.Hash)) {
-			return store.ErrExists
+		if k.Legacy() {
+			if exists(tx, bMembers, memberKey(k.ProjectID, store.LegacyMemberID(k.ID))) {
+				return store.ErrExists
+			}
+			return putNewKey(tx, k)
 		}
-		if err := put(tx, bAPIKeys, ik, k); err != nil {
+		m, legacy, err := getMember(tx, k.ProjectID, k.MemberID)
+		if err == nil && m.Removed() {
+			err = store.ErrNotFound
+		}
+		if err != nil {
 			return err
 		}
-		return bucket(tx, xAPIKeyHash).Put([]byte(k.Hash), ik)
+		bound, err := m.Bind(k)
+		if err != nil {
+			return err
+		}
+		if legacy != nil {
+			// The older key's member is stored, and its key bound to it.
+			if err := put(tx, bMembers, memberKey(m.ProjectID, m.ID), m); err != nil {
+				return err
+			}
+			legacy.MemberID, legacy.MemberName = m.ID, m.Name
+			if err := put(tx, bAPIKeys, key([]byte(legacy.ID), legacy.ProjectID), *legacy); err != nil {
+				return err
+			}
+		}
+		return putNewKey(tx, bound)
 	})
 	if err != nil {
 		return fmt.Errorf("create api key %s: %w", k.ID, interpretError(err))
 	}
 	return nil
+}
+
+// putNewKey stores a key whose id and hash must be free (store.ErrExists).
+func putNewKey(tx *bolt.Tx, k store.APIKey) error {
+	ik := key([]byte(k.ID), k.ProjectID)
+	if exists(tx, bAPIKeys, ik) || exists(tx, xAPIKeyHash, []byte(k.Hash)) {
+		return store.ErrExists
+	}
+	if err := put(tx, bAPIKeys, ik, k); err != nil {
+		return err
+	}
+	return bucket(tx, xAPIKeyHash).Put([]byte(k.Hash), ik)
 }
 
 // GetAPIKeyByHash finds a key, revoked ones too, or store.ErrNotFound.
@@ -88,21 +121,15 @@ func (s *Store) GetAPIKeyByHash(ctx context.Context, hash string) (store.APIKey,
 		// The hash is a secret's digest: keep it out of the message.
 		return store.APIKey{}, fmt.Errorf("get api key by hash: %w", interpretError(err))
 	}
-	return k, nil
+	return k.WithMember(), nil
 }
 
 // ListAPIKeys lists a project's keys, oldest first.
 func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIKey, error) {
 	var keys []store.APIKey
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return scan(bucket(tx, bAPIKeys), prefix(projectID), nil, false, func(_, v []byte) (bool, error) {
-			var k store.APIKey
-			if err := decode(v, &k); err != nil {
-				return false, err
-			}
-			keys = append(keys, k)
-			return true, nil
-		})
+	err := s.view(ctx, func(tx *bolt.Tx) (err error) {
+		keys, err = projectKeys(tx, projectID)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list api keys of %s: %w", projectID, interpretError(err))
@@ -114,6 +141,9 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+	for i := range keys {
+		keys[i] = keys[i].WithMember()
+	}
 	return keys, nil
 }
 
@@ -133,32 +163,13 @@ func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.
 		if err := must(get(tx, bAPIKeys, ik, &k)); err != nil {
 			return err
 		}
-		if k.RevokedAt.IsZero() && k.Role == approvals.RoleOwner {
-			owners := 0
-			err := scan(bucket(tx, bAPIKeys), prefix(projectID), nil, false, func(_, v []byte) (bool, error) {
-				var o store.APIKey
-				if err := decode(v, &o); err != nil {
-					return false, err
-				}
-				if o.Role == approvals.RoleOwner && o.RevokedAt.IsZero() {
-					owners++
-				}
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
-			if owners <= 1 {
-				return store.ErrLastOwner
-			}
-		}
 		if k.RevokedAt.IsZero() {
 			k.RevokedAt = at
-			if err := put(tx, bAPIKeys, ik, k); err != nil {
+			if err := keepOwners(tx, projectID, func() error { return put(tx, bAPIKeys, ik, k) }); err != nil {
 				return err
 			}
 		}
-		out = k
+		out = k.WithMember()
 		return nil
 	})
 	if err != nil {

@@ -42,6 +42,13 @@ func getS(it item, k string) string {
 	return ""
 }
 
+func getSS(it item, k string) []string {
+	if v, ok := it[k].(*types.AttributeValueMemberSS); ok {
+		return v.Value
+	}
+	return nil
+}
+
 func getN(it item, k string) int64 {
 	if v, ok := it[k].(*types.AttributeValueMemberN); ok {
 		n, _ := strconv.ParseInt(v.Value, 10, 64)

@@ -8,7 +8,8 @@
 //	item          pk                 sk                  holds                                        ttl
 //	project       P#<project>        P                   Project                                      never
 //	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id             never
-//	owner count   P#<project>        OWNERS              how many active owner keys the project has   never
+//	owner count   P#<project>        OWNERS              active owner keys (n) and owner members (m)  never
+//	member        P#<project>        M#<member>          Member, the hashes of its keys (kh)          never
 //	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)          never
 //	deployment    P#<project>        D#<version>         Deployment                                   never
 //	idempotency   P#<project>        I#<key>             the run created with that key                the run's keep
@@ -56,6 +57,23 @@
 //	ListStalledRuns, sweep    Query stall (every shard); BatchGetItem runs     —
 //	ListDueApprovals          Query due (every shard); BatchGetItem            —
 //	                          approvals + runs
+//
+// Members and keys move no index entry; their writes are transactions (see
+// Members below):
+//
+//	operation                 requests
+//	CreateMember              TransactWriteItems: member item, check that no key's member has its id, [owner count]
+//	CreateMemberWithKey       TransactWriteItems: member item, [that check], key item, key guard, [owner count]
+//	CreateAPIKey, a member's  GetItem member (+ guard, key of an older key's member); TransactWriteItems: member
+//	                          item (its hashes + this one), key item, key guard, [the older key], [owner count]
+//	CreateAPIKey, older kind  TransactWriteItems: key item, key guard, check that its member's id is free, [owner count]
+//	UpdateMember              GetItem member; BatchGetItem its keys; TransactWriteItems: member item, each active
+//	                          key whose role or name changes, [owner count]
+//	RemoveMember              GetItem member; BatchGetItem its keys; TransactWriteItems: member item, each active
+//	                          key (revoked), [owner count]; an older key's member: RevokeAPIKey of its key
+//	RevokeAPIKey              GetItem guard, key; UpdateItem key (TransactWriteItems with the owner count for
+//	                          an active owner key)
+//	ListMembers               Query guards; BatchGetItem keys; Query member items
 //
 // An approval's state lives in two items, on purpose: the approval item is
 // the request (written once, with the pause), the run item's approval slot
@@ -114,10 +132,43 @@
 // where no single item can hold what must change together: two uniqueness
 // constraints in CreateAPIKey (key id in its project and key hash) and in
 // CreateRun with an idempotency key (the key in its project and the run id),
-// and an owner key with its project's owner count (an owner key's create,
-// and its revoke, conditional on another active owner key staying). One
-// cancelled because a concurrent request held an item (TransactionConflict)
-// is tried again after a short pause.
+// an owner key with its project's owner count (an owner key's create, and
+// its revoke, conditional on another active owner key staying), and a
+// member with its keys (see Members). One cancelled because a concurrent
+// request held an item (TransactionConflict) is tried again after a short
+// pause.
+//
+// # Members
+//
+// A member item holds the member and the hashes of its keys (kh, revoked
+// ones too), so that a member's write finds its keys without listing the
+// project's. Every write of a member is one transaction: the member item,
+// put conditional on the version and the number of keys it was read with;
+// each active key it changes (its role and name, or its revocation),
+// conditional on the key's payload being as read and the key active; and
+// the owner count when owners change. A new key of a member is added to
+// the member item in its create's transaction, so an update racing it
+// either sees the key or loses and reads again. A write that lost to
+// another (its item moved) reads again and is built anew; an update whose
+// version is stale then is store.ErrConflict.
+//
+// One transaction holds at most 100 items: a member with more than
+// MaxMemberKeys active keys cannot be renamed, re-roled or removed
+// (ErrTooManyKeys) until some of its keys are revoked; changing its email
+// or chat identities rewrites no key and always fits.
+//
+// A key written before members existed (no MemberID in its payload) has no
+// member item: it reads as its own member (store.LegacyMember), made up by
+// GetMember and ListMembers from the key, so older tables need no
+// migration step, and keys that an older version still writes during a
+// rollout read the same way. The first write to such a member puts its
+// item (conditional on there being none) and binds the key (conditional on
+// its payload being as read) in one transaction; removing it only revokes
+// the key. The owner count's m counts those members too: it is seeded from
+// the project's keys and member items when missing (seedOwners), as n is
+// from its keys. An older version does not move m when it creates or
+// revokes an owner key; after a rollout during which it did, removing the
+// OWNERS items' m attribute has it counted afresh.
 //
 // # Retention
 //

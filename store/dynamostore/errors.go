@@ -24,6 +24,10 @@ var (
 	ErrThrottled = errors.New("dynamodb throttled the request")
 	// ErrNoTable: the table does not exist.
 	ErrNoTable = errors.New("dynamodb table does not exist")
+	// ErrTooManyKeys: a member has more active keys than one transaction
+	// can rewrite with it (MaxMemberKeys), so it cannot be changed or
+	// removed until some of them are revoked.
+	ErrTooManyKeys = errors.New("member has too many active keys for one transaction")
 )
 
 // TooLargeError is a value too large to keep inline in an item when the store

@@ -112,3 +112,22 @@ func (e *expr) txUpdate(table string, k item) *types.Update {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
+
+// txPut is a put of it inside a transaction, conditional on e's condition
+// (e has no SET, REMOVE or ADD clauses).
+func (e *expr) txPut(table string, it item) *types.Put {
+	p := &types.Put{
+		TableName: aws.String(table), Item: it,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(e.names) > 0 {
+		p.ExpressionAttributeNames = e.names
+	}
+	if len(e.values) > 0 {
+		p.ExpressionAttributeValues = e.values
+	}
+	if len(e.cond) > 0 {
+		p.ConditionExpression = aws.String(strings.Join(e.cond, " AND "))
+	}
+	return p
+}

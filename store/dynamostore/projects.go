@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"stead/approvals"
 	"stead/store"
 )
 
@@ -22,11 +21,6 @@ func projectPK(id string) string { return "P#" + id }
 const (
 	projectSK = "P"
 	keySK     = "K"
-	// ownersSK is the item counting a project's active owner keys (aOwners):
-	// an owner key's create adds one, its revoke takes one away on the
-	// condition that one stays.
-	ownersSK = "OWNERS"
-	aOwners  = "n"
 	// aKeyHash is the hash a key guard points to; aRevoked a key's revocation.
 	aKeyHash = "h"
 	aRevoked = "ra"
@@ -73,16 +67,88 @@ func keyGuardKey(projectID, id string) item { return key(projectPK(projectID), "
 // its hash is taken. The key item (by hash, the auth path's one read) and
 // its guard (by project and id) are two uniqueness constraints: they are
 // written in one transaction, with the project's owner count for an active
-// owner key (see RevokeAPIKey).
+// owner key (see RevokeAPIKey), and with its member: a key with MemberID
+// is added to its member's item (conditional on the member as read, which
+// is read again when another write came between); a key without one is an
+// older kind of key, and its own member's id must be free.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.ID == "" || k.ProjectID == "" || k.Hash == "" {
 		return errors.New("create api key: id, projectId and hash are required")
 	}
+	var err error
+	if k.Legacy() {
+		err = s.createLegacyKey(ctx, k)
+	} else {
+		err = s.createMemberKey(ctx, k)
+	}
+	if err != nil {
+		// The hash is a secret's digest: keep it out of the message.
+		return fmt.Errorf("create api key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// createLegacyKey writes a key without a member: the key is its own
+// member's, which counts as an owner member if the key is an active owner
+// key.
+func (s *Store) createLegacyKey(ctx context.Context, k store.APIKey) error {
+	var tx txn
+	if err := s.addNewKey(ctx, &tx, k); err != nil {
+		return err
+	}
+	tx.add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: &s.table, Key: memberItemKey(k.ProjectID, store.LegacyMemberID(k.ID)), ConditionExpression: notExists,
+	}}, exists)
+	owner := countOf(k.ActiveOwner())
+	s.addOwners(&tx, k.ProjectID, owner, owner)
+	return s.ownerTransaction(ctx, k.ProjectID, tx.writes, tx.judges...)
+}
+
+// createMemberKey writes a key of a member, with the member's item.
+func (s *Store) createMemberKey(ctx context.Context, k store.APIKey) error {
+	return s.retryMoved(ctx, func() error {
+		st, err := s.loadMember(ctx, k.ProjectID, k.MemberID, false)
+		if err == nil && st.m.Removed() {
+			err = store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		bound, err := st.m.Bind(k)
+		if err != nil {
+			return err
+		}
+		var tx txn
+		if err := s.addMemberPut(ctx, &tx, st, st.m, append(st.hashes(), bound.Hash)); err != nil {
+			return err
+		}
+		if st.legacy {
+			// The older key's member gets its item; the key is bound to it.
+			old := st.keys[0]
+			nk := old.APIKey
+			nk.MemberID, nk.MemberName = st.m.ID, st.m.Name
+			if err := s.addKeyUpdate(ctx, &tx, old, nk); err != nil {
+				return err
+			}
+		}
+		if err := s.addNewKey(ctx, &tx, bound); err != nil {
+			return err
+		}
+		s.addOwners(&tx, k.ProjectID, countOf(bound.ActiveOwner()), 0)
+		return s.ownerTransaction(ctx, k.ProjectID, tx.writes, tx.judges...)
+	})
+}
+
+var notExists = aws.String("attribute_not_exists(" + AttrPK + ")")
+
+// addNewKey adds the puts of a new key's item and guard to tx, each
+// conditional on being new.
+func (s *Store) addNewKey(ctx context.Context, tx *txn, k store.APIKey) error {
 	stored := k
 	stored.RevokedAt = time.Time{}
 	body, err := s.encode(ctx, "api key "+k.ID, stored)
 	if err != nil {
-		return fmt.Errorf("create api key %s: %w", k.ID, err)
+		return err
 	}
 	it := apiKeyKey(k.Hash)
 	it[aBody] = avB(body)
@@ -92,26 +158,53 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	}
 	guard := keyGuardKey(k.ProjectID, k.ID)
 	guard[aKeyHash] = avS(k.Hash)
-	notExists := aws.String("attribute_not_exists(" + AttrPK + ")")
-	writes := []types.TransactWriteItem{
-		{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}},
-		{Put: &types.Put{TableName: &s.table, Item: guard, ConditionExpression: notExists}},
-	}
-	if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
-		writes = append(writes, types.TransactWriteItem{Update: s.countOwners(k.ProjectID, 1)})
-	}
-	err = s.ownerTransaction(ctx, k.ProjectID, writes, exists, exists, ownerCountJudge(store.ErrConflict))
-	if err != nil {
-		// The hash is a secret's digest: keep it out of the message.
-		return fmt.Errorf("create api key %s: %w", k.ID, err)
-	}
+	tx.add(types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: it, ConditionExpression: notExists}}, exists)
+	tx.add(types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: guard, ConditionExpression: notExists}}, exists)
 	return nil
 }
 
-func (s *Store) apiKeyFromItem(ctx context.Context, it item) (store.APIKey, error) {
-	var k store.APIKey
-	if err := s.decode(ctx, getB(it, aBody), &k); err != nil {
-		return store.APIKey{}, err
+// addKeyUpdate adds to tx the rewrite of a stored, active key as k (its
+// member, role and name, and its revocation if k has one), conditional on
+// the key being as read and active. Its judge is moved.
+func (s *Store) addKeyUpdate(ctx context.Context, tx *txn, old storedKey, k store.APIKey) error {
+	e, err := s.keyUpdate(ctx, old, k)
+	if err != nil {
+		return err
+	}
+	tx.add(types.TransactWriteItem{Update: e.txUpdate(s.table, apiKeyKey(k.Hash))}, moved)
+	return nil
+}
+
+// keyUpdate is the update of addKeyUpdate.
+func (s *Store) keyUpdate(ctx context.Context, old storedKey, k store.APIKey) (*expr, error) {
+	stored := k
+	stored.RevokedAt = time.Time{}
+	body, err := s.encode(ctx, "api key "+k.ID, stored)
+	if err != nil {
+		return nil, err
+	}
+	e := newExpr()
+	e.Cond(e.n(aBody) + " = " + e.v(avB(old.body)))
+	e.Cond("attribute_not_exists(" + e.n(aRevoked) + ")")
+	e.Set(aBody, avB(body))
+	if !k.RevokedAt.IsZero() {
+		e.Set(aRevoked, avT(k.RevokedAt))
+	}
+	return e, nil
+}
+
+// storedKey is a key as stored: Legacy when written without a member,
+// RevokedAt from the item, and the item's payload, on which writes are
+// conditional.
+type storedKey struct {
+	store.APIKey
+	body []byte
+}
+
+func (s *Store) storedKeyOf(ctx context.Context, it item) (storedKey, error) {
+	k := storedKey{body: getB(it, aBody)}
+	if err := s.decode(ctx, k.body, &k.APIKey); err != nil {
+		return storedKey{}, err
 	}
 	k.RevokedAt = getT(it, aRevoked)
 	return k, nil
@@ -123,33 +216,25 @@ func (s *Store) GetAPIKeyByHash(ctx context.Context, hash string) (store.APIKey,
 	if err == nil && it == nil {
 		err = store.ErrNotFound
 	}
+	var k storedKey
+	if err == nil {
+		k, err = s.storedKeyOf(ctx, it)
+	}
 	if err != nil {
 		return store.APIKey{}, fmt.Errorf("get api key by hash: %w", err)
 	}
-	return s.apiKeyFromItem(ctx, it)
+	return k.WithMember(), nil
 }
 
 // ListAPIKeys lists a project's keys, oldest first.
 func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIKey, error) {
-	guards, err := s.queryAll(ctx, projectPK(projectID), "KEY#")
+	keys, err := s.projectKeys(ctx, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
 	}
-	keys := make([]item, len(guards))
-	for i, g := range guards {
-		keys[i] = apiKeyKey(getS(g, aKeyHash))
-	}
-	its, err := s.batchGet(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
-	}
-	out := make([]store.APIKey, 0, len(its))
-	for _, it := range its {
-		k, err := s.apiKeyFromItem(ctx, it)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys of %s: %w", projectID, err)
-		}
-		out = append(out, k)
+	out := make([]store.APIKey, len(keys))
+	for i, k := range keys {
+		out[i] = k.WithMember()
 	}
 	slices.SortFunc(out, func(a, b store.APIKey) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
@@ -157,142 +242,117 @@ func (s *Store) ListAPIKeys(ctx context.Context, projectID string) ([]store.APIK
 	return out, nil
 }
 
-// countOwners is the update that adds delta to a project's count of active
-// owner keys, on the condition that the count exists (see seedOwners) and,
-// when it goes down, that it stays positive.
-func (s *Store) countOwners(projectID string, delta int64) *types.Update {
-	e := newExpr()
-	if delta < 0 {
-		e.Cond(e.n(aOwners) + " > " + e.v(avN(-delta)))
-	} else {
-		e.Cond("attribute_exists(" + e.n(aOwners) + ")")
-	}
-	e.Add(aOwners, avN(delta))
-	return e.txUpdate(s.table, key(projectPK(projectID), ownersSK))
-}
-
-// errNoOwnerCount: the project's owner count does not exist yet.
-var errNoOwnerCount = errors.New("no owner count")
-
-// ownerCountJudge judges a failed owner count condition: errNoOwnerCount if
-// the count is missing, else failed (what the condition guards).
-func ownerCountJudge(failed error) judge {
-	return func(old item) error {
-		if old == nil {
-			return errNoOwnerCount
-		}
-		return failed
-	}
-}
-
-// ownerTransaction writes a transaction that changes a project's owner
-// count, judged by judges. A transaction cancelled by a concurrent one is
-// tried again after a pause; one that finds no count first counts the
-// project's active owner keys (seedOwners).
-func (s *Store) ownerTransaction(ctx context.Context, projectID string, writes []types.TransactWriteItem, judges ...judge) error {
-	for try := 1; ; try++ {
-		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: writes}, s.callOpts...)
-		if try > maxTxConflicts {
-			return interpretError(err, judges...)
-		}
-		if transactionConflict(err) {
-			if err := conflictPause(ctx, try); err != nil {
-				return err
-			}
-			continue
-		}
-		err = interpretError(err, judges...)
-		if !errors.Is(err, errNoOwnerCount) {
-			return err
-		}
-		if err := s.seedOwners(ctx, projectID); err != nil {
-			return err
-		}
-	}
-}
-
-// seedOwners creates a project's owner count from its active owner keys, if
-// it has none: the first owner key's create, or a table written before the
-// count existed. No owner key is created or revoked while the count is
-// missing (both are conditional on it), so the keys read are the keys.
-func (s *Store) seedOwners(ctx context.Context, projectID string) error {
-	keys, err := s.ListAPIKeys(ctx, projectID)
+// projectKeys reads a project's keys as stored, in no order: its guards,
+// then the keys they point to.
+func (s *Store) projectKeys(ctx context.Context, projectID string) ([]storedKey, error) {
+	guards, err := s.queryAll(ctx, projectPK(projectID), "KEY#")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	n := int64(0)
-	for _, k := range keys {
-		if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
-			n++
-		}
+	hashes := make([]string, len(guards))
+	for i, g := range guards {
+		hashes[i] = getS(g, aKeyHash)
 	}
-	it := key(projectPK(projectID), ownersSK)
-	it[aOwners] = avN(n)
-	if err := s.putNew(ctx, it); err != nil && !errors.Is(err, store.ErrExists) {
-		return fmt.Errorf("count owner keys of %s: %w", projectID, err)
-	}
-	return nil
+	return s.keysByHash(ctx, hashes)
 }
 
-// RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
-// the project has no such key. Revoking twice keeps the first time. An
-// active owner key is revoked in one transaction with its project's count
-// of active owner keys, on the condition that another stays
-// (store.ErrLastOwner otherwise).
-func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
-	if at.IsZero() {
-		return store.APIKey{}, fmt.Errorf("revoke api key %s: the revocation time is required", id)
+// keysByHash reads keys as stored, in no order; missing ones are left out.
+func (s *Store) keysByHash(ctx context.Context, hashes []string) ([]storedKey, error) {
+	keys := make([]item, len(hashes))
+	for i, h := range hashes {
+		keys[i] = apiKeyKey(h)
 	}
+	its, err := s.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]storedKey, len(its))
+	for i, it := range its {
+		if out[i], err = s.storedKeyOf(ctx, it); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// keyByID reads a project's key by id, as stored; store.ErrNotFound if the
+// project has none.
+func (s *Store) keyByID(ctx context.Context, projectID, id string) (storedKey, error) {
 	guard, err := s.getItem(ctx, keyGuardKey(projectID, id))
 	if err == nil && guard == nil {
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
+		return storedKey{}, err
 	}
-	hash := getS(guard, aKeyHash)
-	it, err := s.getItem(ctx, apiKeyKey(hash))
+	it, err := s.getItem(ctx, apiKeyKey(getS(guard, aKeyHash)))
 	if err == nil && (it == nil || getS(it, aProject) != projectID) {
 		err = store.ErrNotFound
 	}
-	var k store.APIKey
-	if err == nil {
-		k, err = s.apiKeyFromItem(ctx, it)
+	if err != nil {
+		return storedKey{}, err
 	}
+	return s.storedKeyOf(ctx, it)
+}
+
+// RevokeAPIKey marks a key revoked at the given time; store.ErrNotFound if
+// the project has no such key. Revoking twice keeps the first time. The
+// revoke is conditional on the key as read (read again when another write
+// came between); an active owner key is revoked in one transaction with its
+// project's owner count, on the condition that another owner key stays
+// (store.ErrLastOwner otherwise) — and another owner member, for an older
+// key, whose member the revoke removes.
+func (s *Store) RevokeAPIKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
+	if at.IsZero() {
+		return store.APIKey{}, fmt.Errorf("revoke api key %s: the revocation time is required", id)
+	}
+	k, err := s.revokeKey(ctx, projectID, id, at)
 	if err != nil {
 		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
 	}
-	if k.Role == approvals.RoleOwner && k.RevokedAt.IsZero() {
-		e := newExpr()
-		e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
-		e.Cond("attribute_not_exists(" + e.n(aRevoked) + ")")
-		e.Set(aRevoked, avT(at))
-		err := s.ownerTransaction(ctx, projectID, []types.TransactWriteItem{
-			{Update: e.txUpdate(s.table, apiKeyKey(hash))},
-			{Update: s.countOwners(projectID, -1)},
-		}, func(item) error { return errRevokedMeanwhile }, ownerCountJudge(store.ErrLastOwner))
-		switch {
-		case err == nil:
-			k.RevokedAt = at
-			return k, nil
-		case !errors.Is(err, errRevokedMeanwhile):
-			return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
-		}
-		// Revoked by another request meanwhile: answer as a second revoke.
-	}
-	e := newExpr()
-	e.Cond(e.n(aProject) + " = " + e.v(avS(projectID)))
-	e.SetIfAbsent(aRevoked, avT(at))
-	out, err := s.db.UpdateItem(ctx, e.update(s.table, apiKeyKey(hash)), s.callOpts...)
-	if err := interpretError(err, func(item) error { return store.ErrNotFound }); err != nil {
-		return store.APIKey{}, fmt.Errorf("revoke api key %s: %w", id, err)
-	}
-	return s.apiKeyFromItem(ctx, out.Attributes)
+	return k.WithMember(), nil
 }
 
-// errRevokedMeanwhile: a revoke's key was revoked by another request after it
-// was read.
-var errRevokedMeanwhile = errors.New("revoked meanwhile")
+// revokeKey revokes a key (RevokeAPIKey) and returns it as stored.
+func (s *Store) revokeKey(ctx context.Context, projectID, id string, at time.Time) (store.APIKey, error) {
+	var out store.APIKey
+	err := s.retryMoved(ctx, func() error {
+		k, err := s.keyByID(ctx, projectID, id)
+		if err != nil {
+			return err
+		}
+		out = k.APIKey
+		if !k.RevokedAt.IsZero() {
+			return nil
+		}
+		revoked := k.APIKey
+		revoked.RevokedAt = at
+		if !k.ActiveOwner() {
+			e, err := s.keyUpdate(ctx, k, revoked)
+			if err != nil {
+				return err
+			}
+			_, err = s.db.UpdateItem(ctx, e.update(s.table, apiKeyKey(k.Hash)), s.callOpts...)
+			if err := interpretError(err, moved); err != nil {
+				return err
+			}
+			out = revoked
+			return nil
+		}
+		var tx txn
+		if err := s.addKeyUpdate(ctx, &tx, k, revoked); err != nil {
+			return err
+		}
+		// An older key's member is removed with it.
+		s.addOwners(&tx, projectID, -1, -countOf(k.Legacy()))
+		if err := s.ownerTransaction(ctx, projectID, tx.writes, tx.judges...); err != nil {
+			return err
+		}
+		out = revoked
+		return nil
+	})
+	return out, err
+}
 
 // queryAll reads a whole partition's items whose sort key starts with
 // prefix, in order.
