@@ -209,6 +209,12 @@ func (s *Server) routes() {
 	s.handle("PUT /v1/broker/{collection}/{key}", anyOf(approvals.UseBroker), s.putBroker)
 	s.handle("DELETE /v1/broker/{collection}/{key}", anyOf(approvals.UseBroker), s.deleteBroker)
 
+	s.handle("POST /v1/members", anyOf(approvals.ManageKeys), s.createMember)
+	s.handle("GET /v1/members", anyOf(approvals.ReadMembers), s.listMembers)
+	s.handle("GET /v1/members/{id}", anyOf(approvals.ReadMembers), s.getMember)
+	s.handle("PATCH /v1/members/{id}", anyOf(approvals.ManageKeys), s.updateMember)
+	s.handle("DELETE /v1/members/{id}", anyOf(approvals.ManageKeys), s.removeMember)
+
 	s.handle("POST /v1/keys", anyOf(approvals.ManageKeys), s.createKey)
 	s.handle("GET /v1/keys", anyOf(approvals.ManageKeys), s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", anyOf(approvals.ManageKeys), s.revokeKey)
@@ -334,7 +340,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c *caller) error {
 	writeJSON(w, http.StatusOK, meResponse{
 		ProjectID: c.actor.ProjectID, Role: string(c.actor.Role), ID: c.actor.ID,
-		KeyName: c.key.Name, EndUserID: c.actor.EndUserID,
+		KeyName: c.key.Name, MemberID: c.key.MemberID, MemberName: c.key.MemberName, EndUserID: c.actor.EndUserID,
 	})
 	return nil
 }
@@ -344,7 +350,10 @@ type meResponse struct {
 	Role      string `json:"role"`
 	ID        string `json:"id"`
 	KeyName   string `json:"keyName,omitempty"`
-	EndUserID string `json:"endUserId,omitempty"`
+	// MemberID and MemberName: the member a key belongs to.
+	MemberID   string `json:"memberId,omitempty"`
+	MemberName string `json:"memberName,omitempty"`
+	EndUserID  string `json:"endUserId,omitempty"`
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }

@@ -147,7 +147,7 @@ func (c *caller) authorize(need []approvals.Permission) error {
 	switch c.kind {
 	case keyCred:
 		if slices.Contains(need, approvals.ManageKeys) {
-			return forbidden("managing API keys needs an owner key; this key (%s…) is a %s key", c.key.Prefix, c.key.Role)
+			return forbidden("managing members and API keys needs an owner key; this key (%s…) is a %s key", c.key.Prefix, c.key.Role)
 		}
 		return forbidden("a %s key may not do this (it needs %s); ask an owner for a key with a role that may", c.key.Role, need[0])
 	case customerCred:
@@ -176,7 +176,7 @@ func (s *Server) checkKey(ctx context.Context, token string) (*caller, error) {
 		return nil, unauthenticated("API key %s… has no usable role", k.Prefix)
 	}
 	return &caller{
-		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID},
+		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID, Name: k.MemberName},
 		kind:  keyCred,
 		key:   k,
 	}, nil

@@ -40,6 +40,15 @@ type matrixFixture struct {
 	aliceRun  api.Run // awaiting approval, end user alice
 	aliceDone api.Run // succeeded, end user alice
 	bobRun    api.Run // succeeded, end user bob
+	member    string  // a member of project A
+}
+
+// newMember adds a viewer member to project A and returns its id.
+func (w *world) newMember(name string) string {
+	w.t.Helper()
+	var m api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": name, "role": "viewer"}), 201).decode(&m)
+	return m.ID
 }
 
 func TestAuthorizationMatrix(t *testing.T) {
@@ -51,6 +60,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		aliceDone: w.wait(w.start("plain", "alice", nil).ID, "terminal"),
 		bobRun:    w.wait(w.start("plain", "bob", nil).ID, "terminal"),
 	}
+	f.member = w.newMember("Ana Diaz")
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
 	n := 0
@@ -114,6 +124,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DELETE /v1/broker/{collection}/{key}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/broker/tmp/"+freshRecord()+"?endUserId=alice", c, nil)
 		}, [8]int{204, 204, 403, 401, 401, 404, 403, 403}},
+		{"POST /v1/members", func(c string) *http.Request {
+			return w.request("POST", "/v1/members", c, map[string]any{"name": "Cy Ng", "role": "viewer"})
+		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
+		{"GET /v1/members", get("/v1/members"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
+		{"GET /v1/members/{id}", get("/v1/members/" + f.member), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		{"PATCH /v1/members/{id}", func(c string) *http.Request {
+			return w.request("PATCH", "/v1/members/"+f.member, c, map[string]any{"email": "ana@example.com"})
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"DELETE /v1/members/{id}", func(c string) *http.Request {
+			return w.request("DELETE", "/v1/members/"+w.newMember("Dee"), c, nil)
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
 		{"POST /v1/keys", func(c string) *http.Request {
 			return w.request("POST", "/v1/keys", c, map[string]any{"name": "ci", "role": "developer"})
 		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},

@@ -14,12 +14,16 @@ import (
 
 type createKeyRequest struct {
 	Name string `json:"name"`
-	// Role is owner, developer, approver or viewer (default developer).
+	// Role is owner, developer, approver or viewer (default developer; with
+	// Member, the member's).
 	Role string `json:"role"`
+	// Member, if set, is the member the key is for; without it the key is
+	// a member of its own, named after the key.
+	Member string `json:"member"`
 }
 
-// createKey: POST /v1/keys {name?, role?} → 201 with the key, its secret in
-// "key": shown this once, stored only as a hash.
+// createKey: POST /v1/keys {name?, role?, member?} → 201 with the key, its
+// secret in "key": shown this once, stored only as a hash.
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var req createKeyRequest
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
@@ -31,6 +35,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	role := approvals.Role(req.Role)
 	switch {
+	case role == "" && req.Member != "":
+		// the member's
 	case role == "":
 		role = approvals.RoleDeveloper
 	case !role.IsKeyRole():
@@ -43,8 +49,22 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return err
 	}
+	if req.Member != "" {
+		m, err := s.store.GetMember(r.Context(), c.actor.ProjectID, req.Member)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && m.Removed()) {
+			return invalid(FieldProblem{Field: "member", Message: fmt.Sprintf("no member %s in this project (list them with GET /v1/members)", req.Member)})
+		}
+		if err != nil {
+			return err
+		}
+		k.MemberID = m.ID
+		if k, err = m.Bind(k); err != nil {
+			return invalid(FieldProblem{Field: "role", Message: fmt.Sprintf("a key has its member's role (%s); leave role out, or change the member's role first (got %q)", m.Role, req.Role)})
+		}
+	}
+	// The store checks the member again, in the write.
 	if err := s.store.CreateAPIKey(r.Context(), k); err != nil {
-		return err
+		return memberError(err, req.Member, "")
 	}
 	out := keyOf(k)
 	out.Key = secret

@@ -199,13 +199,16 @@ type PolicyRule struct {
 // APIKey is a key as listed; Key, the secret, is set only in the response
 // that creates it.
 type APIKey struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Role      string    `json:"role"`
-	Prefix    string    `json:"prefix"`
-	CreatedAt time.Time `json:"createdAt"`
-	RevokedAt time.Time `json:"revokedAt,omitzero"`
-	Key       string    `json:"key,omitempty"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// MemberID and MemberName: the member the key belongs to.
+	MemberID   string    `json:"memberId"`
+	MemberName string    `json:"memberName"`
+	Role       string    `json:"role"`
+	Prefix     string    `json:"prefix"`
+	CreatedAt  time.Time `json:"createdAt"`
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	Key        string    `json:"key,omitempty"`
 }
 
 // BrokerRecord is one value in an end user's broker data.
@@ -489,7 +492,11 @@ func modelOf(m *agent.Model) Model {
 }
 
 func keyOf(k store.APIKey) APIKey {
-	return APIKey{ID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+	k = k.WithMember()
+	return APIKey{
+		ID: k.ID, Name: k.Name, MemberID: k.MemberID, MemberName: k.MemberName, Role: string(k.Role),
+		Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
+	}
 }
 
 func brokerOf(r store.BrokerRecord) BrokerRecord {

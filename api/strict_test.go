@@ -19,7 +19,7 @@ func deepJSON(n int) string { return strings.Repeat("[", n) + strings.Repeat("]"
 func (w *world) snapshot() string {
 	w.t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/broker/notes?endUserId=alice"} {
+	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/broker/notes?endUserId=alice"} {
 		b.WriteString(path + " " + string(w.must(w.do("GET", path, w.owner, nil), 200).body))
 	}
 	return b.String()
@@ -115,6 +115,8 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
+	var ana api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
 	routes := []bodyRoute{
 		{"POST /v1/deployments", "/v1/deployments", [][2]string{{"bundle", quote(testHandlers)}, {"config", testConfig}}},
 		{"POST /v1/agents/{agent}/runs", "/v1/agents/plain/runs", [][2]string{{"endUserId", `"alice"`}, {"input", `{}`}}},
@@ -125,6 +127,8 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"POST /v1/customer-tokens/revoke", "/v1/customer-tokens/revoke", [][2]string{{"endUserId", `"bob"`}}},
 		{"PUT /v1/broker/{collection}/{key}", "/v1/broker/notes/n-1?endUserId=alice", [][2]string{{"value", `"hi"`}}},
 		{"POST /v1/keys", "/v1/keys", [][2]string{{"name", `"ci"`}, {"role", `"developer"`}}},
+		{"POST /v1/members", "/v1/members", [][2]string{{"name", `"Bo Li"`}, {"role", `"approver"`}}},
+		{"PATCH /v1/members/{id}", "/v1/members/" + ana.ID, [][2]string{{"name", `"Ana D."`}}},
 	}
 	checkRouteTable(t, routes)
 	before := w.snapshot()

@@ -10,8 +10,11 @@ type Permission string
 
 // The permissions.
 const (
-	// ManageKeys: create, list and revoke API keys.
+	// ManageKeys: create, list and revoke API keys; add, change and remove
+	// members.
 	ManageKeys Permission = "manage-keys"
+	// ReadMembers: list and read the project's members (names, roles).
+	ReadMembers Permission = "read-members"
 	// Deploy: deploy bundles and configs.
 	Deploy Permission = "deploy"
 	// ReadDeployments: read deployments and the agents they declare.
@@ -38,10 +41,10 @@ const (
 
 // grants is the authorization matrix: what each role may do.
 var grants = map[Role][]Permission{
-	RoleOwner:     {ManageKeys, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
-	RoleDeveloper: {Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
-	RoleApprover:  {ReadApprovalRuns, ReadApprovals, Decide},
-	RoleViewer:    {ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals},
+	RoleOwner:     {ManageKeys, ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
+	RoleDeveloper: {ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
+	RoleApprover:  {ReadMembers, ReadApprovalRuns, ReadApprovals, Decide},
+	RoleViewer:    {ReadMembers, ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals},
 	RoleCustomer:  {ReadOwnRuns},
 	RoleRun:       {UseBroker},
 	RoleSystem:    {ReadRuns, ReadOwnRuns},

@@ -132,6 +132,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.approvalCommand(),
 		a.approveCommand(),
 		a.denyCommand(),
+		a.membersCommand(),
 		a.keysCommand(),
 		a.tokenCommand(),
 		a.tokensCommand(),

@@ -1,0 +1,132 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"stead/api"
+)
+
+// A member added with a key decides in their own name: the approval, its
+// trace and the run's error name them; a new name reaches their key at
+// once; removing them stops their key.
+func TestMembersDecideByName(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	var ana api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "email": "ana@example.com", "role": "approver", "key": true}), 201).decode(&ana)
+	if !strings.HasPrefix(ana.ID, "mem_") || ana.Role != "approver" || ana.Key == nil || !strings.HasPrefix(ana.Key.Key, api.KeyPrefix) {
+		t.Fatalf("created member %+v", ana)
+	}
+	if ana.Key.MemberID != ana.ID || ana.Key.MemberName != "Ana Diaz" || ana.Key.Role != "approver" {
+		t.Errorf("the member's key: %+v", ana.Key)
+	}
+	key := ana.Key.Key
+
+	var me struct {
+		Role, MemberID, MemberName string
+	}
+	w.must(w.do("GET", "/v1/me", key, nil), 200).decode(&me)
+	if me.Role != "approver" || me.MemberID != ana.ID || me.MemberName != "Ana Diaz" {
+		t.Errorf("/v1/me = %+v", me)
+	}
+
+	run := w.awaiting("alice")
+	var a api.Approval
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", key, map[string]any{"note": "no"}), 200).decode(&a)
+	if a.DecidedBy != ana.Key.ID || a.DecidedByName != "Ana Diaz" {
+		t.Errorf("decided by %q (%q), want Ana Diaz's key", a.DecidedBy, a.DecidedByName)
+	}
+	done := w.wait(run.ID, "terminal")
+	if done.Error == nil || !strings.Contains(done.Error.Message, "denied by Ana Diaz") {
+		t.Errorf("run error %+v", done.Error)
+	}
+	var events api.EventList
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.owner, nil), 200).decode(&events)
+	found := false
+	for _, e := range events.Events {
+		if e.Type == "approval.denied" {
+			found = strings.Contains(string(e.Data), `"byName":"Ana Diaz"`) && strings.Contains(string(e.Data), `"by":"`+ana.Key.ID+`"`)
+		}
+	}
+	if !found {
+		t.Error("the trace's approval.denied does not name Ana Diaz and her key")
+	}
+
+	// Renamed: her key says so at once.
+	name := "Ana D."
+	var renamed api.Member
+	w.must(w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"name": name}), 200).decode(&renamed)
+	w.must(w.do("GET", "/v1/me", key, nil), 200).decode(&me)
+	if renamed.Name != name || me.MemberName != name {
+		t.Errorf("after the rename: member %q, key's member %q", renamed.Name, me.MemberName)
+	}
+	var shown api.Member
+	w.must(w.do("GET", "/v1/members/"+ana.ID, w.owner, nil), 200).decode(&shown)
+	if len(shown.Keys) != 1 || shown.Keys[0].ID != ana.Key.ID || shown.Keys[0].Key != "" {
+		t.Errorf("GET member keys = %+v", shown.Keys)
+	}
+
+	// Removed: her key stops working; the list leaves her out unless asked.
+	w.must(w.do("DELETE", "/v1/members/"+ana.ID, w.owner, nil), 200)
+	w.must(w.do("GET", "/v1/me", key, nil), 401)
+	var list api.MemberList
+	w.must(w.do("GET", "/v1/members", w.owner, nil), 200).decode(&list)
+	for _, m := range list.Members {
+		if m.ID == ana.ID {
+			t.Errorf("a removed member is listed: %+v", m)
+		}
+	}
+	w.must(w.do("GET", "/v1/members?removed=true", w.owner, nil), 200).decode(&list)
+	if !containsMember(list.Members, ana.ID) {
+		t.Error("removed=true leaves out the removed member")
+	}
+}
+
+func containsMember(ms []api.Member, id string) bool {
+	for _, m := range ms {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Keys made before members read as members named after the key; the last
+// owner cannot be removed or demoted; bad requests name the field.
+func TestMembersRules(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	var list api.MemberList
+	w.must(w.do("GET", "/v1/members", w.developer, nil), 200).decode(&list)
+	var owner api.Member
+	for _, m := range list.Members {
+		if m.Name == "owner" && m.Role == "owner" {
+			owner = m
+		}
+	}
+	if owner.ID == "" {
+		t.Fatalf("the owner key's member is not listed: %+v", list.Members)
+	}
+	if e := w.must(w.do("DELETE", "/v1/members/"+owner.ID, w.owner, nil), 409).apiErr(); !strings.Contains(e.Message, "last owner") {
+		t.Errorf("removing the last owner: %s", e.Message)
+	}
+	w.must(w.do("PATCH", "/v1/members/"+owner.ID, w.owner, map[string]any{"role": "developer"}), 409)
+
+	refused(t, w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo", "role": "admin"}), "role", "must be")
+	refused(t, w.do("POST", "/v1/members", w.owner, map[string]any{"role": "viewer"}), "name", "")
+	refused(t, w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo", "role": "viewer", "email": "not an address"}), "email", "email address")
+	w.must(w.do("GET", "/v1/members/mem_nope", w.owner, nil), 404)
+	w.must(w.do("POST", "/v1/members", w.developer, map[string]any{"name": "Bo", "role": "viewer"}), 403)
+
+	// A key for an existing member takes the member's role.
+	var bo api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo Li", "role": "viewer"}), 201).decode(&bo)
+	var k api.APIKey
+	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": "bo's laptop", "member": bo.ID}), 201).decode(&k)
+	if k.MemberID != bo.ID || k.Role != "viewer" || k.MemberName != "Bo Li" {
+		t.Errorf("key for a member: %+v", k)
+	}
+	refused(t, w.do("POST", "/v1/keys", w.owner, map[string]any{"member": bo.ID, "role": "owner"}), "role", "its member's role")
+	refused(t, w.do("POST", "/v1/keys", w.owner, map[string]any{"member": "mem_nope"}), "member", "no member")
+}

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"stead/api"
+	"stead/approvals"
+)
+
+func (a *app) membersCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "The project's members: the people who decide, and their keys",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("members needs a subcommand: add, list, show or rm")
+		},
+	}
+	var email, role string
+	var withKey bool
+	add := &cobra.Command{
+		Use:   "add NAME --role ROLE [--email E] [--key]",
+		Short: "Add a member (owner key required); --key also creates their first key, shown once",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !approvals.Role(role).IsKeyRole() {
+				return usagef("--role must be owner, developer, approver or viewer (got %q)", role)
+			}
+			body := map[string]any{"name": args[0], "role": role, "key": withKey}
+			if email != "" {
+				body["email"] = email
+			}
+			return a.memberCall(cmd.Context(), request{method: http.MethodPost, path: "/v1/members", body: body}, "added")
+		},
+	}
+	add.Flags().StringVar(&role, "role", "", "owner, developer, approver (reads and decides approvals) or viewer (reads)")
+	add.Flags().StringVar(&email, "email", "", "their email address")
+	add.Flags().BoolVar(&withKey, "key", false, "also create an API key for them and print it once")
+	var all bool
+	list := &cobra.Command{
+		Use:   "list [--all]",
+		Short: "List members (--all: removed ones too)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.membersList(cmd.Context(), all)
+		},
+	}
+	list.Flags().BoolVar(&all, "all", false, "include removed members")
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a member and their keys",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.memberCall(cmd.Context(), request{method: http.MethodGet, path: path("v1", "members", args[0])}, "")
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm ID",
+		Short: "Remove a member: their keys stop working at once; traces keep their name",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.memberCall(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "members", args[0])}, "removed")
+		},
+	}
+	cmd.AddCommand(add, list, show, rm)
+	return cmd
+}
+
+// memberCall makes a request that answers with a member and prints it;
+// done, if set, is the verb of the first line ("added").
+func (a *app) memberCall(ctx context.Context, req request, done string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var m api.Member
+	body, err := c.call(ctx, req, &m)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	w := a.stdout()
+	now := a.now()
+	if done != "" {
+		fmt.Fprintf(w, "%s %s %s (%s)\n", done, m.Role, m.Name, m.ID)
+	} else {
+		fmt.Fprintf(w, "member %s  %s\n", m.ID, m.Name)
+	}
+	t := newTable(w, "  role", m.Role)
+	t.row("  email", orDash(m.Email))
+	t.row("  added", fmt.Sprintf("%s (%s)", stamp(m.CreatedAt), ago(now, m.CreatedAt)))
+	if !m.RemovedAt.IsZero() {
+		t.row("  removed", fmt.Sprintf("%s (%s)", stamp(m.RemovedAt), ago(now, m.RemovedAt)))
+	}
+	for _, k := range m.Keys {
+		state := "active"
+		if !k.RevokedAt.IsZero() {
+			state = "revoked " + ago(now, k.RevokedAt)
+		}
+		t.row("  key", fmt.Sprintf("%s %s… %s", k.ID, k.Prefix, state))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if m.Key != nil {
+		fmt.Fprintf(w, "\n    %s\n\n", m.Key.Key)
+		fmt.Fprintln(w, "This is the only time the key is shown: hand it to them through a secret manager now.")
+		fmt.Fprintf(w, "Revoke it with stead keys revoke %s, or remove the member with stead members rm %s\n", m.Key.ID, m.ID)
+	}
+	return nil
+}
+
+func (a *app) membersList(ctx context.Context, all bool) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	p := "/v1/members"
+	if all {
+		p += "?removed=true"
+	}
+	var list api.MemberList
+	body, err := c.call(ctx, request{method: http.MethodGet, path: p}, &list)
+	if err != nil {
+		return err
+	}
+	if a.jsonFlag {
+		return printJSON(a.stdout(), body)
+	}
+	now := a.now()
+	t := newTable(a.stdout(), "ID", "NAME", "ROLE", "EMAIL", "ADDED", "REMOVED")
+	for _, m := range list.Members {
+		removed := "-"
+		if !m.RemovedAt.IsZero() {
+			removed = ago(now, m.RemovedAt)
+		}
+		t.row(m.ID, m.Name, m.Role, orDash(m.Email), ago(now, m.CreatedAt), removed)
+	}
+	return t.flush()
+}

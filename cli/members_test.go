@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestMembers: add a member with a key, who approves in their name; list,
+// show and remove them; --json on each.
+func TestMembers(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	r := s.mustCLI("members", "add", "Ana Diaz", "--email", "ana@example.com", "--role", "approver", "--key")
+	if !strings.HasPrefix(r.stdout, "added approver Ana Diaz (mem_") || !strings.Contains(r.stdout, "only time the key is shown") {
+		t.Fatalf("members add: %s", r)
+	}
+	id := regexp.MustCompile(`mem_[0-9a-z]+`).FindString(r.stdout)
+	key := regexp.MustCompile(`stk_[0-9a-z]+`).FindString(r.stdout)
+	if id == "" || key == "" {
+		t.Fatalf("members add printed no id or key: %s", r)
+	}
+
+	run := s.startAwaiting("o-1001")
+	if r := s.run(cliEnv{EnvKey: key}, "approve", run.ApprovalID); r.code != 0 {
+		t.Fatalf("approve as Ana: %s", r)
+	}
+	s.waitRun(run.ID, terminal)
+	if r := s.mustCLI("trace", run.ID); !strings.Contains(r.stdout, "approved by Ana Diaz (key_") {
+		t.Errorf("trace does not name Ana: %s", r.stdout)
+	}
+	if r := s.mustCLI("approval", run.ApprovalID); !strings.Contains(r.stdout, "by Ana Diaz (key_") {
+		t.Errorf("approval does not name Ana: %s", r.stdout)
+	}
+
+	if r := s.mustCLI("members", "list"); !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "approver") || !strings.Contains(r.stdout, "ana@example.com") {
+		t.Errorf("members list: %s", r.stdout)
+	}
+	if r := s.mustCLI("members", "show", id); !strings.Contains(r.stdout, "Ana Diaz") || !strings.Contains(r.stdout, "key_") {
+		t.Errorf("members show: %s", r.stdout)
+	}
+	if r := s.mustCLI("--json", "members", "show", id); jsonField(t, r.stdout, "role") != "approver" {
+		t.Errorf("members show --json: %s", r.stdout)
+	}
+	if r := s.mustCLI("members", "rm", id); !strings.HasPrefix(r.stdout, "removed approver Ana Diaz") {
+		t.Errorf("members rm: %s", r.stdout)
+	}
+	if r := s.run(cliEnv{EnvKey: key}, "approvals"); r.code != 1 {
+		t.Errorf("a removed member's key still works: %s", r)
+	}
+	if r := s.mustCLI("members", "list"); strings.Contains(r.stdout, id) {
+		t.Errorf("members list shows a removed member: %s", r.stdout)
+	}
+	if r := s.mustCLI("members", "list", "--all"); !strings.Contains(r.stdout, id) {
+		t.Errorf("members list --all leaves out the removed member: %s", r.stdout)
+	}
+	if r := s.cli("members", "add", "Bo", "--role", "admin"); r.code != 2 {
+		t.Errorf("a bad role: %s", r)
+	}
+}
