@@ -333,11 +333,11 @@ func NotPendingMessage(a Approval, now time.Time, verb string) string {
 		a.ID, a.Status, by, a.DecidedAt.UTC().Format("15:04:05Z"))
 }
 
-// DecidedByWho is how the decider is named to people: the member's name,
-// else the key id.
+// DecidedByWho is how the decider is named to people: "Ana Diaz (key_…)",
+// or the key id alone when no member is known.
 func (a Approval) DecidedByWho() string {
-	if a.DecidedByName != "" {
-		return a.DecidedByName
+	if a.DecidedByName != "" && a.DecidedBy != "" {
+		return a.DecidedByName + " (" + a.DecidedBy + ")"
 	}
 	return a.DecidedBy
 }

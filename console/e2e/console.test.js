@@ -141,7 +141,7 @@ test("deny with a note: the run fails approval-denied with the note, for the own
   await stale.waitFor();
   await stead.cli("approve", other.approval.id);
   await stale.getByRole("button", { name: "Deny" }).click();
-  await stale.getByRole("alert").getByText(/was already approved by key_\w+ at .*; check the run trace instead of deciding again/).waitFor();
+  await stale.getByRole("alert").getByText(/was already approved by owner \(key_\w+\) at .*; check the run trace instead of deciding again/).waitFor();
   await stale.getByRole("alert").getByText("approval_not_pending").waitFor();
   await until("the approved run to succeed", async () => (await runStatus(stead, other.id)) === "succeeded");
   await screenshot(page, "08-approval-stale-refused");
