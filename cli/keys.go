@@ -27,8 +27,8 @@ func (a *app) keysCommand() *cobra.Command {
 		Short: "Create an API key; its secret is shown only once",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !approvals.Role(role).IsKeyRole() {
-				return usagef("--role must be owner, developer, approver or viewer (got %q)", role)
+			if err := checkRole(role); err != nil {
+				return err
 			}
 			return a.keysCreate(cmd.Context(), role, name)
 		},
@@ -213,4 +213,12 @@ after an end user's revocation work.`,
 	revoke.Flags().StringVar(&endUser, "end-user", "", "revoke every token of this end user issued until now")
 	cmd.AddCommand(revoke)
 	return cmd
+}
+
+// checkRole refuses a --role no key or member may have.
+func checkRole(role string) error {
+	if !approvals.Role(role).IsKeyRole() {
+		return usagef("--role must be owner, developer, approver or viewer (got %q)", role)
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
-	"stead/approvals"
 )
 
 func (a *app) membersCommand() *cobra.Command {
@@ -27,8 +26,8 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "Add a member (owner key required); --key also creates their first key, shown once",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !approvals.Role(role).IsKeyRole() {
-				return usagef("--role must be owner, developer, approver or viewer (got %q)", role)
+			if err := checkRole(role); err != nil {
+				return err
 			}
 			body := map[string]any{"name": args[0], "role": role, "key": withKey}
 			if email != "" {
