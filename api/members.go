@@ -41,6 +41,16 @@ func memberOf(m store.Member) Member {
 	}
 }
 
+// memberFor is m as the caller may see it: names and roles to whoever may
+// read members, emails only to those who manage them.
+func memberFor(c *caller, m store.Member) Member {
+	out := memberOf(m)
+	if !c.actor.Role.May(approvals.ManageKeys) {
+		out.Email = ""
+	}
+	return out
+}
+
 type memberRequest struct {
 	Name  *string `json:"name"`
 	Email *string `json:"email"`
@@ -144,7 +154,7 @@ func (s *Server) listMembers(w http.ResponseWriter, r *http.Request, c *caller) 
 	}
 	out := MemberList{Members: make([]Member, 0, len(ms))}
 	for _, m := range ms {
-		out.Members = append(out.Members, memberOf(m))
+		out.Members = append(out.Members, memberFor(c, m))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -156,7 +166,7 @@ func (s *Server) getMember(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return err
 	}
-	out := memberOf(m)
+	out := memberFor(c, m)
 	if c.actor.Role.May(approvals.ManageKeys) {
 		keys, err := s.store.ListAPIKeys(r.Context(), c.actor.ProjectID)
 		if err != nil {

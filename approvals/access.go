@@ -13,7 +13,8 @@ const (
 	// ManageKeys: create, list and revoke API keys; add, change and remove
 	// members.
 	ManageKeys Permission = "manage-keys"
-	// ReadMembers: list and read the project's members (names, roles).
+	// ReadMembers: list and read the project's members: names and roles
+	// (emails and keys only with ManageKeys).
 	ReadMembers Permission = "read-members"
 	// Deploy: deploy bundles and configs.
 	Deploy Permission = "deploy"

@@ -209,3 +209,56 @@ func TestHeldStepsRecordedBeforeTheLeaseRunsShort(t *testing.T) {
 		t.Fatalf("steps per commit = %v, want %v", got, want)
 	}
 }
+
+// A claim that retries a run whose last worker stopped mid-step holds no
+// steps: each is recorded as it completes, so a step that keeps crashing
+// its worker uses up its own attempts, not those of the reads before it.
+func TestRetriedClaimHoldsNoSteps(t *testing.T) {
+	t.Parallel()
+	log := &commitLog{}
+	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool { return recordsStep(c, "b") }}
+	h := setup(t, func(o *options) {
+		o.wrap = func(s store.Store) store.Store { log.Store = s; cs.Store = log; return cs }
+	})
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "batch", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range h.queue.take() {
+		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
+			t.Fatalf("execute: err = %v, want the crash", err)
+		}
+	}
+	stuck := h.run(r.ID)
+	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
+	if _, err := h.eng.Sweep(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.drain()
+	// The retry recorded a on its own, then b with the pause.
+	if got, want := log.recorded(), [][]string{{"a"}, {"b"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("steps per commit after the retry = %v, want %v", got, want)
+	}
+}
+
+// Held steps are recorded before a read whose call could outlast the
+// execution's own deadline (a runner Lambda's), not only the lease.
+func TestHeldStepsRecordedBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	log := &commitLog{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { log.Store = s; return log } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "batch", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.queue.take()
+	// Less than a tool timeout (30 s) plus half the margin is left.
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
+	if err := h.eng.Execute(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := log.recorded(), [][]string{{"a"}, {"b"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("steps per commit = %v, want %v", got, want)
+	}
+}

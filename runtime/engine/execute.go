@@ -93,7 +93,10 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	}
 	e.watch.notify(runID)
 
-	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease}
+	// A claim that retries (the last worker stopped mid-step) holds no
+	// steps: each is recorded as it completes, so the attempts counted
+	// belong to the step that keeps failing, not to a batch before it.
+	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease, noHold: r.Attempts > 1}
 	if limit := max(MaxAttempts, 1+e.sandboxRetries()); r.Attempts > limit {
 		step := ag.Steps[r.Cursor].ID
 		err = x.fail(ctx, step, CodeInternal, fmt.Sprintf(
@@ -195,6 +198,7 @@ type execution struct {
 	// heldBytes sums their outputs.
 	held      []store.Step
 	heldBytes int
+	noHold    bool
 }
 
 func (x *execution) emit(typ, step string, data map[string]any) {
@@ -636,7 +640,7 @@ func (x *execution) complete(ctx context.Context, s *agent.Step, out stepOutput)
 // (flushBefore), so a write never shares a commit and a completed write
 // never runs again.
 func (x *execution) mayHold(s *agent.Step, outBytes int) bool {
-	if s.Kind != agent.ToolStep || x.run.Cursor+1 >= len(x.agent.Steps) {
+	if x.noHold || s.Kind != agent.ToolStep || x.run.Cursor+1 >= len(x.agent.Steps) {
 		return false
 	}
 	t, ok := x.agent.Tool(s.Tool)
@@ -649,12 +653,15 @@ func (x *execution) mayHold(s *agent.Step, outBytes int) bool {
 // flushBefore records the held steps before tool's handler runs if tool is
 // a write, or if its call could outlast the lease this execution's last
 // write took (the lease covers the longest call between two writes, with
-// half its margin to spare).
+// half its margin to spare) or the execution's own deadline (a runner
+// Lambda's).
 func (x *execution) flushBefore(ctx context.Context, tool *agent.Tool) error {
 	if len(x.held) == 0 {
 		return nil
 	}
-	if tool.Effect == agent.EffectRead && x.e.now().Add(tool.Timeout+x.e.cfg.LeaseMargin/2).Before(x.run.LeaseUntil) {
+	need := tool.Timeout + x.e.cfg.LeaseMargin/2
+	deadline, bounded := ctx.Deadline() // on the real clock, as contexts are
+	if tool.Effect == agent.EffectRead && x.e.now().Add(need).Before(x.run.LeaseUntil) && (!bounded || time.Until(deadline) > need) {
 		return nil
 	}
 	return x.commit(ctx, x.run, nil, nil)

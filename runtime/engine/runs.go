@@ -166,7 +166,9 @@ func (e *Engine) Events(ctx context.Context, actor approvals.Actor, runID string
 }
 
 // Cancel stops a run: a queued or running run becomes cancelled (a worker
-// executing it stops at its next write), and a run awaiting approval has its
+// in the same process is interrupted at once; one elsewhere stops at its
+// next write, which may come after the read steps it holds — their records
+// and handler costs are then not kept), and a run awaiting approval has its
 // approval settled as cancelled in the same write. Errors: store.ErrNotFound,
 // ErrForbidden, ErrRunFinished.
 func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string) (store.Run, error) {

@@ -471,7 +471,7 @@ func (s *Store) ListDueApprovals(ctx context.Context, now time.Time, limit int) 
 // UpdateItem of the run item, which holds the approval's decisive state.
 // The condition is approvals.Decision.Check as an expression:
 //
-//	aid = :id ∧ ast = pending ∧ st = awaiting-approval ∧ rapr = :id
+//	aid = :id ∧ pid = :project ∧ ast = pending ∧ st = awaiting-approval ∧ rapr = :id
 //	∧ aexp > :at (BeforeDeadline) | aexp ≤ :at (FromDeadline)
 //
 // The same write records the decision, appends the events to the run's
@@ -514,6 +514,8 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		e := newExpr()
 		e.Cond("attribute_exists(" + e.n(AttrPK) + ")")
 		e.Cond(e.n(aSlotID) + " = " + e.v(avS(a.ID)))
+		// The decider's project, from the stored run, not from the Read.
+		e.Cond(e.n(aProject) + " = " + e.v(avS(d.ProjectID)))
 		e.Cond(e.n(aSlotStatus) + " = " + e.v(avS(string(approvals.Pending))))
 		e.Cond(e.n(aStatus) + " = " + e.v(avS(string(store.RunAwaitingApproval))))
 		e.Cond(e.n(aRunApproval) + " = " + e.v(avS(a.ID)))
@@ -579,6 +581,9 @@ func (s *Store) decisionJudge(ctx context.Context, d approvals.Decision, a *appr
 	return func(old item) error {
 		if old == nil || getS(old, aSlotID) != a.ID {
 			return store.ErrConflict
+		}
+		if getS(old, aProject) != d.ProjectID {
+			return store.ErrNotFound // another project's: as if it did not exist
 		}
 		cur := *a
 		cur.ExpiresAt = getT(old, aSlotExpires)

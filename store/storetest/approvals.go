@@ -262,6 +262,13 @@ func testDecideForeign(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "expire another project's approval")
 	_, _, err = s.DecideApproval(ctx, decide("p1", "apr404", approvals.Approved, at(time.Minute)))
 	wantErr(t, err, store.ErrNotFound, "decide an unknown approval")
+	// A Read that lies about the project wins nothing: the stored run says.
+	lie := a
+	lie.ProjectID = "p2"
+	p := decide("p2", "apr1", approvals.Approved, at(time.Minute))
+	p.Read = &lie
+	_, _, err = s.DecideApproval(ctx, p)
+	wantErr(t, err, store.ErrNotFound, "decide another project's approval with a Read that names this project")
 	same(t, getApproval(t, s, "apr1"), a, "approval after foreign decisions")
 	same(t, getRun(t, s, "r1"), r, "run after foreign decisions")
 
