@@ -373,3 +373,24 @@ test("readable at 360 px: no page scrolls sideways", opts, async (t) => {
   }
   assert.ok(reached, "the Approve button is not reachable with the keyboard");
 });
+
+test("an approver member: the console shows only approvals, and names them when they decide", opts, async (t) => {
+  const stead = await startStead(t);
+  const ana = await stead.cliJSON("members", "add", "Ana Diaz", "--role", "approver", "--key");
+  assert.equal(ana.role, "approver");
+  const run = await stead.startRefund("o-1001");
+  const page = await openPage(t, browser);
+  await signIn(page, { ...stead, key: ana.key.key });
+  await page.getByText("Ana Diaz, approver key").waitFor();
+  assert.equal(await page.getByRole("link", { name: "Runs", exact: true }).isVisible(), false, "an approver sees the runs section");
+  assert.equal(await page.getByRole("link", { name: "Deployments", exact: true }).isVisible(), false, "an approver sees the deployments section");
+  const c = card(page, run.id);
+  await c.getByRole("button", { name: "Approve", exact: true }).click();
+  await c.locator(".badge", { hasText: "Approved" }).waitFor();
+  await c.locator('.result [data-status="succeeded"]').waitFor();
+  await screenshot(page, "10-approver");
+  // The owner reads the decision with her name.
+  const decided = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
+  assert.equal(decided.decidedByName, "Ana Diaz");
+  assert.equal(decided.decidedBy, ana.key.id);
+});

@@ -77,10 +77,22 @@ function navigate(hash, { replace: rep = false } = {}) {
   }
 }
 
+// The sections each role may open (approvals/access.go decides; an
+// approver lists approvals only, and reads a run from its approval).
+const SECTIONS = {
+  owner: ["approvals", "runs", "deployments"],
+  developer: ["approvals", "runs", "deployments"],
+  viewer: ["approvals", "runs", "deployments"],
+  approver: ["approvals"],
+};
+
 function renderHeader() {
   nav.hidden = false;
   const me = session.me;
-  const label = me.keyName ? `${me.role} key “${me.keyName}”` : `${me.role} key`;
+  const allowed = SECTIONS[me.role] || ["approvals"];
+  for (const a of nav.querySelectorAll("a")) a.hidden = !allowed.includes(a.dataset.section);
+  const who_ = me.memberName && me.memberName !== me.keyName ? `${me.memberName}, ` : "";
+  const label = me.keyName ? `${who_}${me.role} key “${me.keyName}”` : `${who_}${me.role} key`;
   replace(who,
     h("span", { class: "who__text" }, h("span", { class: "who__project", text: me.projectId }), " · ", label),
     h("button", { type: "button", class: "btn btn--quiet", text: "Sign out", on: { click: signOut } }));
