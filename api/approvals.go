@@ -115,6 +115,8 @@ func approvalError(id string, err error, a approvals.Approval, now time.Time, ve
 		return notFound("approval %s not found", id)
 	case errors.Is(err, engine.ErrForbidden):
 		return forbidden("deciding an approval needs an owner, developer or approver key of the project")
+	case errors.Is(err, approvals.ErrSeparated):
+		return forbidden("you started this run, and its approvals may not be %s by its requester (%s); ask another member", verb, a.SeparatedBy)
 	case a.ID == "":
 		// No approval to describe: the generic words.
 	case errors.Is(err, approvals.ErrExpired):

@@ -176,7 +176,7 @@ func (s *Server) checkKey(ctx context.Context, token string) (*caller, error) {
 		return nil, unauthenticated("API key %s… has no usable role", k.Prefix)
 	}
 	return &caller{
-		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID, Name: k.MemberName},
+		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID, Name: k.MemberName, MemberID: k.MemberID},
 		kind:  keyCred,
 		key:   k,
 	}, nil

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -129,4 +130,40 @@ func TestMembersRules(t *testing.T) {
 	}
 	refused(t, w.do("POST", "/v1/keys", w.owner, map[string]any{"member": bo.ID, "role": "owner"}), "role", "its member's role")
 	refused(t, w.do("POST", "/v1/keys", w.owner, map[string]any{"member": "mem_nope"}), "member", "no member")
+}
+
+// separateFrom "requester": the member who started a run may not approve
+// or deny its approvals; another member may. The refusal names the setting.
+func TestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m", "separateFrom": "requester" },`, 1)
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
+	var ana api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "developer", "key": true}), 201).decode(&ana)
+	var run api.Run
+	w.must(w.do("POST", "/v1/agents/refunds/runs?wait=10s", ana.Key.Key, map[string]any{"endUserId": "alice", "input": map[string]any{"orderId": "o-1", "amount": 5}}), 202).decode(&run)
+	if run.Status != "awaiting-approval" || run.Approval == nil {
+		t.Fatalf("run %s (%+v)", run.Status, run.Approval)
+	}
+	var a api.Approval
+	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
+	if a.SeparatedBy != `separateFrom "requester" on agent refunds` {
+		t.Errorf("separatedBy = %q", a.SeparatedBy)
+	}
+	for _, verb := range []string{"approve", "deny"} {
+		e := w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/"+verb, ana.Key.Key, map[string]any{}), 403).apiErr()
+		if !strings.Contains(e.Message, "you started this run") || !strings.Contains(e.Message, `separateFrom "requester" on agent refunds`) {
+			t.Errorf("%s by the requester: %s", verb, e.Message)
+		}
+	}
+	// A second key of the same member is the same person.
+	var second api.APIKey
+	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"member": ana.ID}), 201).decode(&second)
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", second.Key, map[string]any{}), 403)
+	// Another member decides.
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", w.owner, map[string]any{}), 200)
+	if done := w.wait(run.ID, "terminal"); done.Status != "succeeded" {
+		t.Errorf("run %s after another member approved", done.Status)
+	}
 }

@@ -83,6 +83,9 @@ type Approval struct {
 	Status      string    `json:"status"`
 	RequestedAt time.Time `json:"requestedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	// SeparatedBy, when set, names the setting that keeps the run's
+	// requester from deciding this approval.
+	SeparatedBy string `json:"separatedBy,omitempty"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry),
 	// DecidedByName the member it belongs to.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -364,7 +367,7 @@ func approvalOf(a approvals.Approval) Approval {
 		ID: a.ID, RunID: a.RunID, Agent: a.Agent, EndUserID: a.EndUserID, Deployment: a.Deployment,
 		StepID: a.StepID, Tool: a.Tool, Input: a.Input, OriginalInput: a.OriginalInput,
 		Reason: a.Reason, Status: string(a.Status), RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt,
-		DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
+		SeparatedBy: a.SeparatedBy, DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
 	}
 }
 

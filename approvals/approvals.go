@@ -69,9 +69,14 @@ type Approval struct {
 	InputDigest   string          `json:"inputDigest"`
 	OriginalInput json.RawMessage `json:"originalInput,omitempty"`
 	Reason        string          `json:"reason"`
-	Status        Status          `json:"status"`
-	RequestedAt   time.Time       `json:"requestedAt"`
-	ExpiresAt     time.Time       `json:"expiresAt"`
+	// SeparateFrom is a member who may not decide this approval (the
+	// run's requester, under separateFrom "requester"); SeparatedBy names
+	// the setting that says so, for the refusal.
+	SeparateFrom string    `json:"separateFrom,omitempty"`
+	SeparatedBy  string    `json:"separatedBy,omitempty"`
+	Status       Status    `json:"status"`
+	RequestedAt  time.Time `json:"requestedAt"`
+	ExpiresAt    time.Time `json:"expiresAt"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry);
 	// DecidedByName the member it belongs to, as named when it decided.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -92,6 +97,8 @@ type Request struct {
 	RequestedAt time.Time
 	// Timeout is how long the approval stays pending.
 	Timeout time.Duration
+	// SeparateFrom and SeparatedBy: see Approval.
+	SeparateFrom, SeparatedBy string
 }
 
 // New makes the pending approval of a gated call. unique tells it from the
@@ -103,22 +110,24 @@ func New(r Request, unique string) (Approval, error) {
 		return Approval{}, err
 	}
 	return Approval{
-		ID:          NewID(r.RunID, unique),
-		ProjectID:   r.ProjectID,
-		RunID:       r.RunID,
-		Agent:       r.Agent,
-		EndUserID:   r.EndUserID,
-		Deployment:  r.Deployment,
-		StepIndex:   r.StepIndex,
-		StepID:      r.StepID,
-		CallID:      r.CallID,
-		Tool:        r.Tool,
-		Input:       r.Input,
-		InputDigest: digest,
-		Reason:      r.Reason,
-		Status:      Pending,
-		RequestedAt: r.RequestedAt,
-		ExpiresAt:   r.RequestedAt.Add(r.Timeout),
+		ID:           NewID(r.RunID, unique),
+		ProjectID:    r.ProjectID,
+		RunID:        r.RunID,
+		Agent:        r.Agent,
+		EndUserID:    r.EndUserID,
+		Deployment:   r.Deployment,
+		StepIndex:    r.StepIndex,
+		StepID:       r.StepID,
+		CallID:       r.CallID,
+		Tool:         r.Tool,
+		Input:        r.Input,
+		InputDigest:  digest,
+		Reason:       r.Reason,
+		SeparateFrom: r.SeparateFrom,
+		SeparatedBy:  r.SeparatedBy,
+		Status:       Pending,
+		RequestedAt:  r.RequestedAt,
+		ExpiresAt:    r.RequestedAt.Add(r.Timeout),
 	}, nil
 }
 
@@ -152,6 +161,9 @@ var (
 	ErrExpired = errors.New("approval has expired")
 	// ErrNotDue: an expiry was attempted before the deadline.
 	ErrNotDue = errors.New("approval is not yet due to expire")
+	// ErrSeparated: the decider is the member the approval is separated
+	// from (separateFrom "requester": whoever started the run).
+	ErrSeparated = errors.New("the requester of a run may not decide its approvals")
 )
 
 // Role is what an actor may do in a project.
@@ -185,6 +197,8 @@ type Actor struct {
 	// Name is what people read: the member a key belongs to ("Ana Diaz");
 	// empty when there is none, and then ID stands for it (see Who).
 	Name string
+	// MemberID is the member a key belongs to.
+	MemberID string
 	// EndUserID is set for customer actors.
 	EndUserID string
 }
@@ -218,10 +232,12 @@ type Decision struct {
 	ApprovalID string
 	// Status is Approved, Denied, Expired or Cancelled.
 	Status Status
-	// By is the deciding actor's ID, ByName its Name.
-	By     string
-	ByName string
-	Note   string
+	// By is the deciding actor's ID, ByName its Name, ByMember its
+	// MemberID.
+	By       string
+	ByName   string
+	ByMember string
+	Note     string
 	// Input, when set on an approval, replaces the approval's input; it must
 	// already be validated against the tool's schema. InputDigest is its Digest.
 	Input       json.RawMessage
@@ -257,7 +273,9 @@ func (d Decision) Window() (Window, error) {
 }
 
 // Check tells whether the decision may settle a as it stands at d.At: a
-// must be of d's project and pending, and d.At inside d.Window. It is the
+// must be of d's project and pending, the decider not the member a is
+// separated from (ErrSeparated, for approve and deny), and d.At inside
+// d.Window. It is the
 // rule every backend's conditional write enforces: bbolt calls it while
 // holding the approval; DynamoDB builds its condition from Window and
 // calls it on the state that beat a lost write, to say why it lost.
@@ -271,6 +289,9 @@ func (d Decision) Check(a Approval) error {
 	}
 	if a.Status != Pending {
 		return ErrNotPending
+	}
+	if a.SeparateFrom != "" && d.ByMember == a.SeparateFrom && (d.Status == Approved || d.Status == Denied) {
+		return ErrSeparated
 	}
 	switch {
 	case w == BeforeDeadline && !d.At.Before(a.ExpiresAt):

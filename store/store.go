@@ -129,6 +129,10 @@ type Run struct {
 	// ApprovalID is the approval of the current step's gated call, set while
 	// awaiting approval and kept until that step completes.
 	ApprovalID string `json:"approvalId,omitempty"`
+	// Requester is the member whose key started the run (empty for older
+	// runs and for callers that are no member): whom separateFrom
+	// "requester" keeps from deciding its approvals.
+	Requester string `json:"requester,omitempty"`
 	// IdempotencyKey and RequestDigest come from the create request's
 	// Idempotency-Key header and body; a key is unique per project.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
@@ -391,8 +395,8 @@ type Page[T any] struct {
 type RunCommit struct {
 	// Run is the new state. Its Version must equal the stored version; the
 	// store stores Version+1 and advances LastSeq over Events. The run's
-	// identity (ID, ProjectID, Agent, EndUserID, Deployment, IdempotencyKey,
-	// RequestDigest, CreatedAt) is kept as stored.
+	// identity (ID, ProjectID, Agent, EndUserID, Requester, Deployment,
+	// IdempotencyKey, RequestDigest, CreatedAt) is kept as stored.
 	Run Run
 	// Events are appended in order after the run's last event; the store
 	// assigns their Seq and RunID.

@@ -104,6 +104,10 @@ type Tool struct {
 	// Source is SourceInternal unless the config says external.
 	Source           Source
 	RequiresApproval bool
+	// SeparateFrom says where "separateFrom": "requester" applies to the
+	// tool's approvals from: its own approvals settings, its agent's, or
+	// neither.
+	SeparateFrom separation
 	// Timeout is how long one call may run (timeoutMs; default 30s).
 	Timeout time.Duration
 	// ApprovalTimeout is how long an approval of a call stays pending: the
@@ -373,6 +377,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 	if d, ok := p.approvalTimeout(child(ptr, "approvals"), m["approvals"]); ok {
 		a.ApprovalTimeout = d
 	}
+	agentSeparate := separatesRequester(m["approvals"])
 
 	tools, isObject := m["tools"].(map[string]any)
 	for _, tn := range slices.Sorted(maps.Keys(tools)) {
@@ -382,6 +387,9 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 		}
 		if tm, ok := tools[tn].(map[string]any); ok {
 			a.Tools[tn] = p.tool(a, tn, tm, tptr)
+			if agentSeparate && a.Tools[tn].SeparateFrom == sepNone {
+				a.Tools[tn].SeparateFrom = sepAgent
+			}
 		}
 	}
 	refs := toolRefs{
@@ -480,6 +488,7 @@ func (p *parser) policy(a *Agent, policy []any, refs toolRefs) {
 			r.Outcome = Outcome(d)
 		}
 		r.Reason, _ = rm["reason"].(string)
+		r.SeparateFromRequester = rm["separateFrom"] == "requester"
 		if w, ok := rm["when"]; ok {
 			r.when = p.schema(child(rptr, "when"), w)
 			r.When = p.raw(child(rptr, "when"), w)
@@ -518,6 +527,9 @@ func (p *parser) tool(a *Agent, name string, m map[string]any, ptr string) *Tool
 	if d, ok := p.approvalTimeout(child(ptr, "approvals"), m["approvals"]); ok {
 		t.ApprovalTimeout = d
 	}
+	if separatesRequester(m["approvals"]) {
+		t.SeparateFrom = sepTool
+	}
 	if v, ok := m["input"]; ok {
 		t.input = p.schema(child(ptr, "input"), v)
 		t.InputSchema = p.raw(child(ptr, "input"), v)
@@ -530,6 +542,22 @@ func (p *parser) tool(a *Agent, name string, m map[string]any, ptr string) *Tool
 }
 
 // approvalTimeout reads {"timeout": "15m"} at ptr.
+// separation is where a tool's separateFrom setting comes from.
+type separation int
+
+const (
+	sepNone separation = iota
+	sepTool
+	sepAgent
+)
+
+// separatesRequester reports whether an approvals settings object says
+// "separateFrom": "requester" (the schema allows no other value).
+func separatesRequester(v any) bool {
+	m, _ := v.(map[string]any)
+	return m["separateFrom"] == "requester"
+}
+
 func (p *parser) approvalTimeout(ptr string, v any) (time.Duration, bool) {
 	m, _ := v.(map[string]any)
 	s, ok := m["timeout"].(string)

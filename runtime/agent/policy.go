@@ -35,6 +35,9 @@ type Rule struct {
 	// When is the raw JSON Schema the input must match; nil means the rule
 	// matches every call of its tool.
 	When json.RawMessage
+	// SeparateFromRequester: an ask rule's approvals may not be decided by
+	// the member who started the run ("separateFrom": "requester").
+	SeparateFromRequester bool
 
 	when *jsonschema.Schema
 }
@@ -50,6 +53,10 @@ type Verdict struct {
 	// Untrusted: the call asks only because the run is untrusted (its tool
 	// has effect write); the caller may name what lowered the trust.
 	Untrusted bool
+	// SeparatedBy, on an ask, names the setting that keeps the run's
+	// requester from deciding it ("separateFrom \"requester\" on tool
+	// refundOrder"); empty when none does.
+	SeparatedBy string
 }
 
 // Evaluate judges one call of tool with its resolved (and validated) input,
@@ -84,13 +91,17 @@ func (a *Agent) Evaluate(tool string, input any, untrusted bool) Verdict {
 		return Verdict{Outcome: Deny, Rule: r.Index, Reason: r.explain("denied by")}
 	}
 	if r := a.firstMatch(Ask, tool, input); r != nil {
-		return Verdict{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by")}
+		v := Verdict{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by"), SeparatedBy: t.separatedBy()}
+		if r.SeparateFromRequester {
+			v.SeparatedBy = fmt.Sprintf(`separateFrom "requester" on policy rule %d`, r.Index)
+		}
+		return v
 	}
 	if t.RequiresApproval {
-		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool)}
+		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool), SeparatedBy: t.separatedBy()}
 	}
 	if untrusted && t.Effect == EffectWrite {
-		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true}
+		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true, SeparatedBy: t.separatedBy()}
 	}
 	if r := a.firstMatch(Allow, tool, input); r != nil {
 		return Verdict{Outcome: Allow, Rule: r.Index, Reason: r.explain("allowed by")}
@@ -148,4 +159,16 @@ func (r *Rule) explain(verb string) string {
 		s += ": " + r.Reason
 	}
 	return s
+}
+
+// separatedBy names the tool's (or its agent's) separateFrom setting, or
+// "" when it has none.
+func (t *Tool) separatedBy() string {
+	switch t.SeparateFrom {
+	case sepTool:
+		return fmt.Sprintf(`separateFrom "requester" on tool %s`, t.Name)
+	case sepAgent:
+		return fmt.Sprintf(`separateFrom "requester" on agent %s`, t.Agent)
+	}
+	return ""
 }

@@ -157,3 +157,40 @@ func TestEvaluateWhenIsJSONSchema(t *testing.T) {
 		t.Errorf("amount 150: %+v", got)
 	}
 }
+
+// separateFrom "requester" on an agent, a tool or an ask rule marks the
+// approvals it asks for, naming where it was set; the closest wins.
+func TestEvaluateSeparateFrom(t *testing.T) {
+	t.Parallel()
+	c, err := agent.Parse([]byte(`{"agents": {"a": {
+	  "approvals": {"separateFrom": "requester"},
+	  "tools": {
+	    "refund": {"effect": "write", "requiresApproval": true, "approvals": {"separateFrom": "requester"}},
+	    "note": {"effect": "write"},
+	    "look": {"effect": "read"}
+	  },
+	  "policy": [{"tool": "look", "decision": "ask", "separateFrom": "requester"}],
+	  "steps": [{"id": "s", "tool": "refund", "input": {}}]
+	}, "b": {
+	  "tools": {"refund": {"effect": "write", "requiresApproval": true}},
+	  "steps": [{"id": "s", "tool": "refund", "input": {}}]
+	}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		agent, tool string
+		untrusted   bool
+		want        string
+	}{
+		{"a", "refund", false, `separateFrom "requester" on tool refund`},
+		{"a", "look", false, `separateFrom "requester" on policy rule 0`},
+		{"a", "note", true, `separateFrom "requester" on agent a`},
+		{"b", "refund", false, ""},
+	} {
+		v := c.Agents[tc.agent].Evaluate(tc.tool, map[string]any{}, tc.untrusted)
+		if v.Outcome != agent.Ask || v.SeparatedBy != tc.want {
+			t.Errorf("%s/%s: %+v, want ask separated by %q", tc.agent, tc.tool, v, tc.want)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	}
 	now := e.now()
 	dec := approvals.Decision{
-		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, Note: p.Note, At: now,
+		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, ByMember: actor.MemberID, Note: p.Note, At: now,
 	}
 	if p.Approve {
 		dec.Status = approvals.Approved

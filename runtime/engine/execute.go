@@ -334,7 +334,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy})
 			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
 		case agent.Ask:
-			return stepOutput{}, x.pause(ctx, s, callID, tool, input, d.Reason)
+			return stepOutput{}, x.pause(ctx, s, callID, tool, input, d)
 		}
 	}
 
@@ -565,7 +565,8 @@ func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Ve
 }
 
 // pause records an approval for the call and releases the run.
-func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, input any, reason string) error {
+func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, input any, v agent.Verdict) error {
+	reason := v.Reason
 	raw, err := json.Marshal(input)
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
@@ -574,6 +575,7 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		ProjectID: x.run.ProjectID, RunID: x.run.ID, Agent: x.run.Agent, EndUserID: x.run.EndUserID,
 		Deployment: x.run.Deployment, StepIndex: s.Index, StepID: s.ID, CallID: callID, Tool: tool.Name,
 		Input: raw, Reason: reason, RequestedAt: x.e.now(), Timeout: tool.ApprovalTimeout,
+		SeparateFrom: separateFrom(v, x.run), SeparatedBy: v.SeparatedBy,
 	}, x.e.unique())
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
@@ -595,6 +597,15 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		return err
 	}
 	return errPaused
+}
+
+// separateFrom is the member an approval asked for under v may not be
+// decided by: the run's requester, when v is separated from it.
+func separateFrom(v agent.Verdict, r store.Run) string {
+	if v.SeparatedBy == "" {
+		return ""
+	}
+	return r.Requester
 }
 
 // complete records a completed step and advances the cursor; after the last

@@ -283,7 +283,7 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 			}
 			return reject("policy-denied", fmt.Sprintf("This call was refused by policy (%s). It did not run.", d.Reason), map[string]any{"policy": policy, "input": input})
 		case agent.Ask:
-			return x.pause(ctx, s, id, tool, input, d.Reason)
+			return x.pause(ctx, s, id, tool, input, d)
 		}
 	}
 

@@ -61,6 +61,7 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 		ProjectID:      actor.ProjectID,
 		Agent:          p.Agent,
 		EndUserID:      p.EndUserID,
+		Requester:      actor.MemberID,
 		Deployment:     d.Version,
 		Status:         store.RunQueued,
 		Input:          p.Input,

@@ -216,6 +216,7 @@ func keepIdentity(r, stored store.Run) store.Run {
 	r.ProjectID = stored.ProjectID
 	r.Agent = stored.Agent
 	r.EndUserID = stored.EndUserID
+	r.Requester = stored.Requester
 	r.Deployment = stored.Deployment
 	r.IdempotencyKey = stored.IdempotencyKey
 	r.RequestDigest = stored.RequestDigest

@@ -24,6 +24,7 @@ const (
 	aProject     = "pid"
 	aAgent       = "ag"
 	aEndUser     = "eu"
+	aRequester   = "rq"
 	aDeployment  = "dep"
 	aIdemKey     = "ik"
 	aReqDigest   = "rd"
@@ -145,6 +146,7 @@ func (s *Store) runFromItem(ctx context.Context, it item) (store.Run, error) {
 		ProjectID:      getS(it, aProject),
 		Agent:          getS(it, aAgent),
 		EndUserID:      getS(it, aEndUser),
+		Requester:      getS(it, aRequester),
 		Deployment:     int(getN(it, aDeployment)),
 		Status:         store.RunStatus(getS(it, aStatus)),
 		Trust:          store.Trust(getS(it, aTrust)),
@@ -328,6 +330,9 @@ func (s *Store) newRunItem(ctx context.Context, r store.Run, events []store.Even
 	}
 	if r.EndUserID != "" {
 		it[aEndUser] = avS(r.EndUserID)
+	}
+	if r.Requester != "" {
+		it[aRequester] = avS(r.Requester)
 	}
 	it[aDeployment] = avN(int64(r.Deployment))
 	if r.IdempotencyKey != "" {

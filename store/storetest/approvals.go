@@ -119,6 +119,33 @@ var decideTests = []test{
 	{"Decide/LeavesQueues", testDecideLeavesQueues},
 	{"Decide/Concurrent", testDecideConcurrent},
 	{"Decide/RaceExpiry", testDecideRaceExpiry},
+	{"Decide/Separated", testDecideSeparated},
+}
+
+// testDecideSeparated: an approval separated from a member refuses that
+// member's approve and deny (approvals.ErrSeparated), changing nothing, and
+// takes another member's.
+func testDecideSeparated(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := createRun(t, s, newRun("r1", "p1", t0), event("run.created"))
+	a := newApproval("apr1", r, t0, at(15*time.Minute))
+	a.SeparateFrom, a.SeparatedBy = "mem_ana", `separateFrom "requester" on tool refundOrder`
+	r.Status, r.ApprovalID, r.LeaseOwner, r.LeaseUntil = store.RunAwaitingApproval, "apr1", "", time.Time{}
+	r, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{event("approval.requested")}, Approval: &a})
+	noErr(t, err, "pause with a separated approval")
+	same(t, getApproval(t, s, "apr1"), a, "stored separated approval")
+	before := snap(t, s, r)
+	for _, st := range []approvals.Status{approvals.Approved, approvals.Denied} {
+		p := decide("p1", "apr1", st, at(time.Minute))
+		p.Decision.ByMember = "mem_ana"
+		_, _, err := s.DecideApproval(ctx, p)
+		wantErr(t, err, approvals.ErrSeparated, "decide by the member it is separated from: "+string(st))
+	}
+	same(t, snap(t, s, r), before, "state after refused decisions")
+	p := decide("p1", "apr1", approvals.Approved, at(time.Minute))
+	p.Decision.ByMember = "mem_bo"
+	_, _, err = s.DecideApproval(ctx, p)
+	noErr(t, err, "approve by another member")
 }
 
 // checkDecided checks what a winning decision returned and stored.

@@ -182,6 +182,7 @@ func newRun(id, p string, created time.Time) store.Run {
 		ProjectID:  p,
 		Agent:      "support",
 		EndUserID:  "u1",
+		Requester:  "mem_ana",
 		Deployment: 1,
 		Status:     store.RunQueued,
 		Input:      json.RawMessage(`{"orderId": "o-1"}`),
