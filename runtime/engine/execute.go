@@ -549,11 +549,17 @@ func (x *execution) approvedCall(ctx context.Context, s *agent.Step, callID stri
 // approvedPolicy is the policy record of a call that runs because a person
 // approved it.
 func approvedPolicy(a approvals.Approval) map[string]any {
-	p := map[string]any{"decision": "approved", "approvalId": a.ID, "by": a.DecidedBy}
+	return decidedBy(a, map[string]any{"decision": "approved", "approvalId": a.ID})
+}
+
+// decidedBy adds who decided a to an event's data: "by", the key, and
+// "byName", the member when known.
+func decidedBy(a approvals.Approval, data map[string]any) map[string]any {
+	data["by"] = a.DecidedBy
 	if a.DecidedByName != "" {
-		p["byName"] = a.DecidedByName
+		data["byName"] = a.DecidedByName
 	}
-	return p
+	return data
 }
 
 // deniedDespiteApproval re-checks an approved input against the deny rules:
@@ -586,6 +592,9 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 	}
 	if s.Kind == agent.AgentStep {
 		data["callId"] = callID
+	}
+	if a.SeparateFrom != "" {
+		data["separatedBy"] = a.SeparatedBy
 	}
 	x.emit("approval.requested", s.ID, data)
 	next := x.run

@@ -252,9 +252,9 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		}
 	case a != nil:
 		// Denied or expired, and the run resumed: onDecline is tell-model.
-		x.emit("tool.declined", s.ID, map[string]any{
-			"callId": id, "tool": a.Tool, "approvalId": a.ID, "status": a.Status, "by": a.DecidedBy, "byName": a.DecidedByName, "note": a.Note,
-		})
+		x.emit("tool.declined", s.ID, decidedBy(*a, map[string]any{
+			"callId": id, "tool": a.Tool, "approvalId": a.ID, "status": a.Status, "note": a.Note,
+		}))
 		return answer(declinedMessage(*a), true, true)
 	case !known || !slices.Contains(l.Tools, call.Name):
 		return reject("unknown-tool", fmt.Sprintf("Unknown tool %q. Available tools: %s.", call.Name, strings.Join(l.Tools, ", ")), nil)
