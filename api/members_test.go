@@ -167,3 +167,31 @@ func TestSeparationOfDuties(t *testing.T) {
 		t.Errorf("run %s after another member approved", done.Status)
 	}
 }
+
+// A deny note reaches the customer only where the tool's approvals say
+// noteToCustomer; the approval says so, for the console's note field.
+func TestCustomerSeesANoteOnlyWhenTheToolSaysSo(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m", "noteToCustomer": true },`, 1)
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
+	run := w.awaiting("alice")
+	var a api.Approval
+	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
+	if !a.NoteToCustomer {
+		t.Errorf("the approval does not say its note reaches the customer: %+v", a)
+	}
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200)
+	w.wait(run.ID, "terminal")
+	var seen api.EventList
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
+	shown := false
+	for _, e := range seen.Events {
+		if e.Type == "approval.denied" {
+			shown = string(e.Data) == `{"approvalId":"`+run.Approval.ID+`","note":"not eligible","tool":"refundOrder"}`
+		}
+	}
+	if !shown {
+		t.Errorf("the customer's approval.denied lacks the note: %+v", seen.Events)
+	}
+}

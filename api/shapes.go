@@ -86,6 +86,8 @@ type Approval struct {
 	// SeparatedBy, when set, names the setting that keeps the run's
 	// requester from deciding this approval.
 	SeparatedBy string `json:"separatedBy,omitempty"`
+	// NoteToCustomer: a deny note is shown to the customer.
+	NoteToCustomer bool `json:"noteToCustomer,omitempty"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry),
 	// DecidedByName the member it belongs to.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -367,7 +369,7 @@ func approvalOf(a approvals.Approval) Approval {
 		ID: a.ID, RunID: a.RunID, Agent: a.Agent, EndUserID: a.EndUserID, Deployment: a.Deployment,
 		StepID: a.StepID, Tool: a.Tool, Input: a.Input, OriginalInput: a.OriginalInput,
 		Reason: a.Reason, Status: string(a.Status), RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt,
-		SeparatedBy: a.SeparatedBy, DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
+		SeparatedBy: a.SeparatedBy, NoteToCustomer: a.NoteToCustomer, DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
 	}
 }
 
@@ -391,7 +393,7 @@ var customerFields = map[string][]string{
 	"step.failed":        {"code"},
 	"approval.requested": {"approvalId", "tool", "expiresAt"},
 	"approval.approved":  {"approvalId", "tool"},
-	"approval.denied":    {"approvalId", "tool", "note"},
+	"approval.denied":    {"approvalId", "tool", "customerNote"},
 	"approval.expired":   {"approvalId", "tool", "expiresAt"},
 	"approval.cancelled": {"approvalId", "tool"},
 	"run.succeeded":      {},
@@ -413,6 +415,12 @@ func customerEventOf(e store.Event) (Event, bool) {
 		if v, ok := all[f]; ok {
 			kept[f] = v
 		}
+	}
+	if v, ok := kept["customerNote"]; ok {
+		// A deny note the project shows customers (approvals.noteToCustomer)
+		// reaches them as the note; other notes never do.
+		delete(kept, "customerNote")
+		kept["note"] = v
 	}
 	data, err := json.Marshal(kept)
 	if err != nil {

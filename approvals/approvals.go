@@ -72,11 +72,14 @@ type Approval struct {
 	// SeparateFrom is a member who may not decide this approval (the
 	// run's requester, under separateFrom "requester"); SeparatedBy names
 	// the setting that says so, for the refusal.
-	SeparateFrom string    `json:"separateFrom,omitempty"`
-	SeparatedBy  string    `json:"separatedBy,omitempty"`
-	Status       Status    `json:"status"`
-	RequestedAt  time.Time `json:"requestedAt"`
-	ExpiresAt    time.Time `json:"expiresAt"`
+	SeparateFrom string `json:"separateFrom,omitempty"`
+	SeparatedBy  string `json:"separatedBy,omitempty"`
+	// NoteToCustomer: a deny note is shown to the customer (the tool's
+	// approvals.noteToCustomer); otherwise it stays among reviewers.
+	NoteToCustomer bool      `json:"noteToCustomer,omitempty"`
+	Status         Status    `json:"status"`
+	RequestedAt    time.Time `json:"requestedAt"`
+	ExpiresAt      time.Time `json:"expiresAt"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry);
 	// DecidedByName the member it belongs to, as named when it decided.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -97,8 +100,9 @@ type Request struct {
 	RequestedAt time.Time
 	// Timeout is how long the approval stays pending.
 	Timeout time.Duration
-	// SeparateFrom and SeparatedBy: see Approval.
+	// SeparateFrom, SeparatedBy and NoteToCustomer: see Approval.
 	SeparateFrom, SeparatedBy string
+	NoteToCustomer            bool
 }
 
 // New makes the pending approval of a gated call. unique tells it from the
@@ -110,24 +114,25 @@ func New(r Request, unique string) (Approval, error) {
 		return Approval{}, err
 	}
 	return Approval{
-		ID:           NewID(r.RunID, unique),
-		ProjectID:    r.ProjectID,
-		RunID:        r.RunID,
-		Agent:        r.Agent,
-		EndUserID:    r.EndUserID,
-		Deployment:   r.Deployment,
-		StepIndex:    r.StepIndex,
-		StepID:       r.StepID,
-		CallID:       r.CallID,
-		Tool:         r.Tool,
-		Input:        r.Input,
-		InputDigest:  digest,
-		Reason:       r.Reason,
-		SeparateFrom: r.SeparateFrom,
-		SeparatedBy:  r.SeparatedBy,
-		Status:       Pending,
-		RequestedAt:  r.RequestedAt,
-		ExpiresAt:    r.RequestedAt.Add(r.Timeout),
+		ID:             NewID(r.RunID, unique),
+		ProjectID:      r.ProjectID,
+		RunID:          r.RunID,
+		Agent:          r.Agent,
+		EndUserID:      r.EndUserID,
+		Deployment:     r.Deployment,
+		StepIndex:      r.StepIndex,
+		StepID:         r.StepID,
+		CallID:         r.CallID,
+		Tool:           r.Tool,
+		Input:          r.Input,
+		InputDigest:    digest,
+		Reason:         r.Reason,
+		SeparateFrom:   r.SeparateFrom,
+		SeparatedBy:    r.SeparatedBy,
+		NoteToCustomer: r.NoteToCustomer,
+		Status:         Pending,
+		RequestedAt:    r.RequestedAt,
+		ExpiresAt:      r.RequestedAt.Add(r.Timeout),
 	}, nil
 }
 

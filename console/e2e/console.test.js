@@ -76,7 +76,7 @@ test("sign in; a run started with the CLI appears as a pending approval; approvi
   assert.match(await c.getByRole("timer").textContent(), /^expires in 1[45]:\d\d$/);
   await screenshot(page, "03-approvals-pending");
 
-  await c.getByLabel("Note (optional, recorded in the trace)").fill("checked the photos");
+  await c.getByLabel("Note (optional, recorded in the trace; on a deny the customer sees it)").fill("checked the photos");
   await c.getByRole("button", { name: "Approve", exact: true }).click();
   await c.locator(".badge", { hasText: "Approved" }).waitFor();
   await c.locator('.result [data-status="succeeded"]').waitFor();
@@ -113,7 +113,9 @@ test("deny with a note: the run fails approval-denied with the note, for the own
   await signIn(page, stead);
   const run = await stead.startRefund("o-1002");
   const c = card(page, run.id);
-  await c.getByLabel("Note (optional, recorded in the trace)").fill("Order was already replaced");
+  // The example's refunds agent shows deny notes to customers, and the
+  // console says so where the note is written.
+  await c.getByLabel("Note (optional, recorded in the trace; on a deny the customer sees it)").fill("Order was already replaced");
   await c.getByRole("button", { name: "Deny" }).click();
   await c.locator(".badge", { hasText: "Denied" }).waitFor();
   await c.locator('.result [data-status="failed"]').waitFor();

@@ -108,6 +108,9 @@ type Tool struct {
 	// tool's approvals from: its own approvals settings, its agent's, or
 	// neither.
 	SeparateFrom separation
+	// NoteToCustomer: a deny note on this tool's approvals is shown to the
+	// customer (approvals.noteToCustomer, the tool's else its agent's).
+	NoteToCustomer bool
 	// Timeout is how long one call may run (timeoutMs; default 30s).
 	Timeout time.Duration
 	// ApprovalTimeout is how long an approval of a call stays pending: the
@@ -378,6 +381,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 		a.ApprovalTimeout = d
 	}
 	agentSeparate := separatesRequester(m["approvals"])
+	agentNote, _ := approvalsSetting(m["approvals"], "noteToCustomer").(bool)
 
 	tools, isObject := m["tools"].(map[string]any)
 	for _, tn := range slices.Sorted(maps.Keys(tools)) {
@@ -389,6 +393,11 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 			a.Tools[tn] = p.tool(a, tn, tm, tptr)
 			if agentSeparate && a.Tools[tn].SeparateFrom == sepNone {
 				a.Tools[tn].SeparateFrom = sepAgent
+			}
+			if v, ok := approvalsSetting(tm["approvals"], "noteToCustomer").(bool); ok {
+				a.Tools[tn].NoteToCustomer = v
+			} else {
+				a.Tools[tn].NoteToCustomer = agentNote
 			}
 		}
 	}
@@ -554,8 +563,14 @@ const (
 // separatesRequester reports whether an approvals settings object says
 // "separateFrom": "requester" (the schema allows no other value).
 func separatesRequester(v any) bool {
+	return approvalsSetting(v, "separateFrom") == "requester"
+}
+
+// approvalsSetting is one key of an approvals settings object (nil when
+// absent).
+func approvalsSetting(v any, key string) any {
 	m, _ := v.(map[string]any)
-	return m["separateFrom"] == "requester"
+	return m[key]
 }
 
 func (p *parser) approvalTimeout(ptr string, v any) (time.Duration, bool) {

@@ -194,3 +194,30 @@ func TestEvaluateSeparateFrom(t *testing.T) {
 		}
 	}
 }
+
+// approvals.noteToCustomer: the tool's setting, else its agent's.
+func TestNoteToCustomer(t *testing.T) {
+	t.Parallel()
+	c, err := agent.Parse([]byte(`{"agents": {"a": {
+	  "approvals": {"noteToCustomer": true},
+	  "tools": {
+	    "refund": {"effect": "write", "approvals": {"noteToCustomer": false}},
+	    "note": {"effect": "write"}
+	  },
+	  "steps": [{"id": "s", "tool": "refund", "input": {}}]
+	}, "b": {
+	  "tools": {"refund": {"effect": "write"}},
+	  "steps": [{"id": "s", "tool": "refund", "input": {}}]
+	}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		agent, tool string
+		want        bool
+	}{{"a", "refund", false}, {"a", "note", true}, {"b", "refund", false}} {
+		if got := c.Agents[tc.agent].Tools[tc.tool].NoteToCustomer; got != tc.want {
+			t.Errorf("%s/%s: NoteToCustomer = %v, want %v", tc.agent, tc.tool, got, tc.want)
+		}
+	}
+}

@@ -65,6 +65,10 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	}
 	params := store.DecideParams{Decision: dec, Read: &a}
 	data := byActor(actor, map[string]any{"approvalId": a.ID, "tool": a.Tool, "note": p.Note})
+	if !p.Approve && a.NoteToCustomer && p.Note != "" {
+		// The one copy of a deny note that a customer may read.
+		data["customerNote"] = p.Note
+	}
 	if p.Approve {
 		if dec.Input != nil && dec.InputDigest != a.InputDigest {
 			data["input"] = dec.Input

@@ -581,7 +581,7 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		ProjectID: x.run.ProjectID, RunID: x.run.ID, Agent: x.run.Agent, EndUserID: x.run.EndUserID,
 		Deployment: x.run.Deployment, StepIndex: s.Index, StepID: s.ID, CallID: callID, Tool: tool.Name,
 		Input: raw, Reason: reason, RequestedAt: x.e.now(), Timeout: tool.ApprovalTimeout,
-		SeparateFrom: separateFrom(v, x.run), SeparatedBy: v.SeparatedBy,
+		SeparateFrom: separateFrom(v, x.run), SeparatedBy: v.SeparatedBy, NoteToCustomer: tool.NoteToCustomer,
 	}, x.e.unique())
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))

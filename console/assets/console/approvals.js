@@ -318,7 +318,12 @@ function pendingCard(a, opts) {
     ? h("input", { type: "checkbox", id: `select-${id}`, on: { change: () => opts.onSelect(id, check.checked) } })
     : null;
   const actions = h("div", { class: "actions" }, approveBtn, denyBtn, editBtn);
-  const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: "Note (optional, recorded in the trace)" }), note, actions, editorBox);
+  // Whether a deny note reaches the customer is the tool's setting
+  // (approvals.noteToCustomer); the label says which.
+  const noteLabel = a.noteToCustomer
+    ? "Note (optional, recorded in the trace; on a deny the customer sees it)"
+    : "Note (optional, recorded in the trace)";
+  const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: noteLabel }), note, actions, editorBox);
 
   const el = h("article", { class: "card approval", data: { approvalId: id, runId: a.runId, status: "pending" }, attrs: { "aria-labelledby": `title-${id}` } },
     h("div", { class: "card__head" },
