@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -119,27 +118,15 @@ func TestCrashBetweenBatchedReadsReRunsBoth(t *testing.T) {
 	t.Parallel()
 	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool { return recordsStep(c, "b") }}
 	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
-	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "batch", EndUserID: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range h.queue.take() {
-		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
-			t.Fatalf("execute: err = %v, want the crash", err)
-		}
-	}
-	stuck := h.run(r.ID)
+	stuck := h.startAndCrash("batch")
+	r := stuck
 	if stuck.Cursor != 0 {
 		t.Fatalf("after the crash the run is at cursor %d, want 0 (nothing recorded)", stuck.Cursor)
 	}
 	if st, _ := h.store.ListSteps(h.ctx, r.ID); len(st) != 0 {
 		t.Fatalf("%d steps recorded by a commit that did not land", len(st))
 	}
-	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
-	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Redispatched != 1 {
-		t.Fatalf("sweep after the lease ran out: %+v %v", res, err)
-	}
-	h.drain()
+	h.recoverAfterLease(stuck)
 	a := h.pending(r.ID)
 	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
 		t.Fatal(err)
@@ -220,21 +207,7 @@ func TestRetriedClaimHoldsNoSteps(t *testing.T) {
 	h := setup(t, func(o *options) {
 		o.wrap = func(s store.Store) store.Store { log.Store = s; cs.Store = log; return cs }
 	})
-	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "batch", EndUserID: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range h.queue.take() {
-		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
-			t.Fatalf("execute: err = %v, want the crash", err)
-		}
-	}
-	stuck := h.run(r.ID)
-	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
-	if _, err := h.eng.Sweep(h.ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.drain()
+	h.recoverAfterLease(h.startAndCrash("batch"))
 	// The retry recorded a on its own, then b with the pause.
 	if got, want := log.recorded(), [][]string{{"a"}, {"b"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("steps per commit after the retry = %v, want %v", got, want)

@@ -67,22 +67,41 @@ func (s *crashingStore) CommitRun(ctx context.Context, c store.RunCommit) (store
 	return s.Store.CommitRun(ctx, c)
 }
 
+// startAndCrash starts a run of agentName and executes it until the
+// crashing store fails a write, as a worker that dies there would.
+func (h *harness) startAndCrash(agentName string) store.Run {
+	h.t.Helper()
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: agentName, EndUserID: "alice"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, id := range h.queue.take() {
+		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
+			h.t.Fatalf("execute: err = %v, want the crash", err)
+		}
+	}
+	return h.run(r.ID)
+}
+
+// recoverAfterLease moves the clock past the run's lease and sweeps: the
+// sweeper dispatches the run again, and the queue is drained.
+func (h *harness) recoverAfterLease(stuck store.Run) {
+	h.t.Helper()
+	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Redispatched != 1 {
+		h.t.Fatalf("sweep after the lease ran out: %+v %v", res, err)
+	}
+	h.drain()
+}
+
 func TestCrashMidStepReRunsWithSameKey(t *testing.T) {
 	t.Parallel()
 	cs := &crashingStore{step: "two", crashes: 1}
 	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
 
-	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range h.queue.take() {
-		if err := h.eng.Execute(h.ctx, id); !errors.Is(err, errCrash) {
-			t.Fatalf("execute: err = %v, want the crash", err)
-		}
-	}
 	// The worker is gone; its lease holds the run until it runs out.
-	stuck := h.run(r.ID)
+	stuck := h.startAndCrash("plain")
+	r := stuck
 	if stuck.Status != store.RunRunning || stuck.Cursor != 1 {
 		t.Fatalf("after the crash: %s at cursor %d", stuck.Status, stuck.Cursor)
 	}
@@ -96,12 +115,7 @@ func TestCrashMidStepReRunsWithSameKey(t *testing.T) {
 		t.Fatal("a second worker claimed a run with a live lease")
 	}
 
-	h.clock.Advance(stuck.LeaseUntil.Sub(h.clock.Now()) + time.Second)
-	res, err := h.eng.Sweep(h.ctx)
-	if err != nil || res.Redispatched != 1 {
-		t.Fatalf("sweep after the lease ran out: %+v %v", res, err)
-	}
-	h.drain()
+	h.recoverAfterLease(stuck)
 	r = h.run(r.ID)
 	wantStatus(t, r, store.RunSucceeded, "")
 

@@ -109,12 +109,18 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	if err != nil {
 		return decided, err
 	}
+	e.decided(ctx, run)
+	return decided, nil
+}
+
+// decided tells the run's watchers that a decision moved it, and
+// dispatches it when the decision queued it. A lost dispatch is recovered
+// by the sweeper after DispatchGrace.
+func (e *Engine) decided(ctx context.Context, run store.Run) {
 	e.watch.notify(run.ID)
 	if run.Status == store.RunQueued {
-		// A lost dispatch is recovered by the sweeper after DispatchGrace.
 		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
 	}
-	return decided, nil
 }
 
 // byActor adds who did something to an event's data: "by", the actor's

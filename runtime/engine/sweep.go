@@ -98,10 +98,6 @@ func (e *Engine) expire(ctx context.Context, a approvals.Approval) (store.Run, e
 	if err != nil {
 		return run, err
 	}
-	e.watch.notify(run.ID)
-	if run.Status == store.RunQueued {
-		// A lost dispatch is recovered by the sweeper after DispatchGrace.
-		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
-	}
+	e.decided(ctx, run)
 	return run, nil
 }
