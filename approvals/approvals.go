@@ -3,8 +3,10 @@
 // count exactly once.
 //
 // An Approval is created pending when a run reaches a gated tool call. It
-// leaves pending exactly once: approved or denied by an owner or developer of
-// the run's project while unexpired, expired by the sweeper once its deadline
+// leaves pending exactly once: approved or denied by a member of the run's
+// project who may decide, while unexpired — or, for an approval with
+// requirements, approved by the vote that completes its quorum or denied by
+// one of its voters (quorum.go) —, expired by the sweeper once its deadline
 // has passed, or cancelled with its run. Backends enforce the transition with
 // one conditional write and report the losers with the sentinel errors below.
 package approvals
@@ -76,10 +78,18 @@ type Approval struct {
 	SeparatedBy  string `json:"separatedBy,omitempty"`
 	// NoteToCustomer: a deny note is shown to the customer (the tool's
 	// approvals.noteToCustomer); otherwise it stays among reviewers.
-	NoteToCustomer bool      `json:"noteToCustomer,omitempty"`
-	Status         Status    `json:"status"`
-	RequestedAt    time.Time `json:"requestedAt"`
-	ExpiresAt      time.Time `json:"expiresAt"`
+	NoteToCustomer bool `json:"noteToCustomer,omitempty"`
+	// Requirements, when set, make the approval collect votes (see
+	// quorum.go): approved once every requirement has its votes, denied by
+	// one eligible member's deny. Votes are the approvals counted so far, on
+	// the current input; VoteVersion counts the votes recorded, and a vote
+	// is judged on the version its voter read (Decision.VoteVersion).
+	Requirements []Requirement `json:"requirements,omitempty"`
+	Votes        []Vote        `json:"votes,omitempty"`
+	VoteVersion  int64         `json:"voteVersion,omitempty"`
+	Status       Status        `json:"status"`
+	RequestedAt  time.Time     `json:"requestedAt"`
+	ExpiresAt    time.Time     `json:"expiresAt"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry);
 	// DecidedByName the member it belongs to, as named when it decided.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -100,9 +110,11 @@ type Request struct {
 	RequestedAt time.Time
 	// Timeout is how long the approval stays pending.
 	Timeout time.Duration
-	// SeparateFrom, SeparatedBy and NoteToCustomer: see Approval.
+	// SeparateFrom, SeparatedBy, NoteToCustomer and Requirements: see
+	// Approval.
 	SeparateFrom, SeparatedBy string
 	NoteToCustomer            bool
+	Requirements              []Requirement
 }
 
 // New makes the pending approval of a gated call. unique tells it from the
@@ -130,6 +142,7 @@ func New(r Request, unique string) (Approval, error) {
 		SeparateFrom:   r.SeparateFrom,
 		SeparatedBy:    r.SeparatedBy,
 		NoteToCustomer: r.NoteToCustomer,
+		Requirements:   r.Requirements,
 		Status:         Pending,
 		RequestedAt:    r.RequestedAt,
 		ExpiresAt:      r.RequestedAt.Add(r.Timeout),
@@ -247,6 +260,13 @@ type Decision struct {
 	// already be validated against the tool's schema. InputDigest is its Digest.
 	Input       json.RawMessage
 	InputDigest string
+	// Seen, when set, is the digest of the input the decider saw; the
+	// decision is refused (ErrChanged) if the approval's input is no
+	// longer that one.
+	Seen string
+	// VoteVersion is the approval's VoteVersion as the decider read it: a
+	// vote on an approval with requirements is judged on it.
+	VoteVersion int64
 	At          time.Time
 }
 
@@ -277,13 +297,17 @@ func (d Decision) Window() (Window, error) {
 	return 0, fmt.Errorf("decision status %q is not a decision", d.Status)
 }
 
-// Check tells whether the decision may settle a as it stands at d.At: a
-// must be of d's project and pending, the decider not the member a is
-// separated from (ErrSeparated, for approve and deny), and d.At inside
-// d.Window. It is the
-// rule every backend's conditional write enforces: bbolt calls it while
-// holding the approval; DynamoDB builds its condition from Window and
-// calls it on the state that beat a lost write, to say why it lost.
+// Check tells whether the decision may settle a (or, on an approval with
+// requirements, record its vote) as a stands at d.At: a must be of d's
+// project and pending, and d.At inside d.Window. For approve and deny,
+// also: the decider is not the member a is separated from (ErrSeparated),
+// a's input is still the one the decider saw (Seen, ErrChanged), and on an
+// approval with requirements the decider is eligible (ErrNotEligible),
+// votes on the version it read (ErrChanged) and at most once per input
+// (ErrAlreadyVoted). It is the rule every backend's conditional write
+// enforces: bbolt calls it while holding the approval; DynamoDB builds its
+// condition from Window and VoteVersion and calls it on the state that
+// beat a lost write, to say why it lost.
 func (d Decision) Check(a Approval) error {
 	if a.ProjectID != d.ProjectID {
 		return errForeign
@@ -295,8 +319,18 @@ func (d Decision) Check(a Approval) error {
 	if a.Status != Pending {
 		return ErrNotPending
 	}
-	if a.SeparateFrom != "" && d.ByMember == a.SeparateFrom && (d.Status == Approved || d.Status == Denied) {
-		return ErrSeparated
+	if w == BeforeDeadline {
+		if a.SeparateFrom != "" && d.ByMember == a.SeparateFrom {
+			return ErrSeparated
+		}
+		if d.Seen != "" && d.Seen != a.InputDigest {
+			return ErrChanged
+		}
+		if a.HasQuorum() {
+			if err := d.checkVote(a); err != nil {
+				return err
+			}
+		}
 	}
 	switch {
 	case w == BeforeDeadline && !d.At.Before(a.ExpiresAt):
@@ -314,9 +348,14 @@ var errForeign = errors.New("approval belongs to another project")
 // IsForeign reports whether err came from Check refusing a foreign approval.
 func IsForeign(err error) bool { return errors.Is(err, errForeign) }
 
-// Apply returns a settled as the decision says. It does not check; call
-// Check first.
+// Apply returns a settled as the decision says — or, for an approve of an
+// approval with requirements, with the vote recorded, settled only if the
+// vote meets every requirement (the returned approval is then still
+// Pending). It does not check; call Check first.
 func (d Decision) Apply(a Approval) Approval {
+	if d.Status == Approved && a.HasQuorum() {
+		return d.applyVote(a)
+	}
 	a.Status = d.Status
 	a.DecidedBy = d.By
 	a.DecidedByName = d.ByName

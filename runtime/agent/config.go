@@ -91,6 +91,8 @@ type Agent struct {
 
 	input  *jsonschema.Schema
 	stepAt map[string]int
+	// policyRaw is the policy array as written, for PostureDigest.
+	policyRaw json.RawMessage
 }
 
 // Tool is the posture of one tool: one function the bundle exports.
@@ -104,10 +106,14 @@ type Tool struct {
 	// Source is SourceInternal unless the config says external.
 	Source           Source
 	RequiresApproval bool
-	// SeparateFrom says where "separateFrom": "requester" applies to the
-	// tool's approvals from: its own approvals settings, its agent's, or
-	// neither.
-	SeparateFrom separation
+	// Approvers is who must approve the tool's calls (approvals.approvers,
+	// the tool's else its agent's); none means any member who may decide.
+	// The Eligible lists are empty: the engine fills them in when it asks.
+	Approvers []approvals.Requirement
+	// RememberMax is the longest a remembered decision on the tool's calls
+	// may last (approvals.remember.max, the tool's else its agent's); zero
+	// when the tool does not opt in.
+	RememberMax time.Duration
 	// NoteToCustomer: a deny note on this tool's approvals is shown to the
 	// customer (approvals.noteToCustomer, the tool's else its agent's).
 	NoteToCustomer bool
@@ -122,7 +128,17 @@ type Tool struct {
 	InputSchema, OutputSchema json.RawMessage
 
 	input, output *jsonschema.Schema
+	// separate is the tool's separateFrom ("requester", "none"), the
+	// tool's else its agent's; approversOn says where Approvers is set.
+	separate    setting
+	approversOn string
+	// raw is the tool's posture as written, for PostureDigest.
+	raw json.RawMessage
 }
+
+// setting is an approvals setting as a tool has it: its value and where it
+// was set ("tool refundOrder", "agent refunds"); both "" when unset.
+type setting struct{ value, on string }
 
 // StepKind says what a step does.
 type StepKind string
@@ -380,8 +396,12 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 	if d, ok := p.approvalTimeout(child(ptr, "approvals"), m["approvals"]); ok {
 		a.ApprovalTimeout = d
 	}
-	agentSeparate := separatesRequester(m["approvals"])
+	agentPtr := child(ptr, "approvals")
+	agentOn := "agent " + name
+	agentSeparate := p.separate(m["approvals"], agentOn)
 	agentNote, _ := approvalsSetting(m["approvals"], "noteToCustomer").(bool)
+	agentApprovers := p.approvers(child(agentPtr, "approvers"), approvalsSetting(m["approvals"], "approvers"))
+	agentRemember, _ := p.remember(child(agentPtr, "remember"), approvalsSetting(m["approvals"], "remember"))
 
 	tools, isObject := m["tools"].(map[string]any)
 	for _, tn := range slices.Sorted(maps.Keys(tools)) {
@@ -390,14 +410,25 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 			p.report(tptr, msg)
 		}
 		if tm, ok := tools[tn].(map[string]any); ok {
-			a.Tools[tn] = p.tool(a, tn, tm, tptr)
-			if agentSeparate && a.Tools[tn].SeparateFrom == sepNone {
-				a.Tools[tn].SeparateFrom = sepAgent
+			t := p.tool(a, tn, tm, tptr)
+			a.Tools[tn] = t
+			if t.separate.value == "" {
+				t.separate = agentSeparate
 			}
 			if v, ok := approvalsSetting(tm["approvals"], "noteToCustomer").(bool); ok {
-				a.Tools[tn].NoteToCustomer = v
+				t.NoteToCustomer = v
 			} else {
-				a.Tools[tn].NoteToCustomer = agentNote
+				t.NoteToCustomer = agentNote
+			}
+			if t.Approvers == nil && agentApprovers != nil {
+				t.Approvers, t.approversOn = agentApprovers, agentOn
+			}
+			if _, ok := approvalsSetting(tm["approvals"], "remember").(map[string]any); !ok {
+				t.RememberMax = agentRemember
+			}
+			if t.Approvers != nil && t.RememberMax > 0 {
+				p.warn(child(tptr, "approvals"), fmt.Sprintf(
+					"remember never applies to %s: its approvals have approvers (%s), and a remembered decision never stands in for a quorum", tn, t.approversOn))
 			}
 		}
 	}
@@ -412,6 +443,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 	p.steps(a, steps, refs, models)
 	policy, _ := m["policy"].([]any)
 	p.policy(a, policy, refs)
+	a.policyRaw = p.raw(child(ptr, "policy"), policy)
 	return a
 }
 
@@ -497,7 +529,16 @@ func (p *parser) policy(a *Agent, policy []any, refs toolRefs) {
 			r.Outcome = Outcome(d)
 		}
 		r.Reason, _ = rm["reason"].(string)
-		r.SeparateFromRequester = rm["separateFrom"] == "requester"
+		r.separate, _ = rm["separateFrom"].(string)
+		if v, ok := rm["approvers"]; ok {
+			r.Approvers = p.approvers(child(rptr, "approvers"), v)
+			if r.Outcome != Ask && r.Outcome != "" {
+				p.report(child(rptr, "approvers"), fmt.Sprintf(`approvers applies only to ask rules (this rule's decision is %q); move it to an ask rule or to the tool's approvals`, r.Outcome))
+			}
+		}
+		if r.separate != "" && r.Outcome != Ask && r.Outcome != "" {
+			p.report(child(rptr, "separateFrom"), fmt.Sprintf(`separateFrom applies only to ask rules (this rule's decision is %q)`, r.Outcome))
+		}
 		if w, ok := rm["when"]; ok {
 			r.when = p.schema(child(rptr, "when"), w)
 			r.When = p.raw(child(rptr, "when"), w)
@@ -536,9 +577,14 @@ func (p *parser) tool(a *Agent, name string, m map[string]any, ptr string) *Tool
 	if d, ok := p.approvalTimeout(child(ptr, "approvals"), m["approvals"]); ok {
 		t.ApprovalTimeout = d
 	}
-	if separatesRequester(m["approvals"]) {
-		t.SeparateFrom = sepTool
+	on := "tool " + name
+	t.separate = p.separate(m["approvals"], on)
+	aptr := child(ptr, "approvals")
+	if v := approvalsSetting(m["approvals"], "approvers"); v != nil {
+		t.Approvers, t.approversOn = p.approvers(child(aptr, "approvers"), v), on
 	}
+	t.RememberMax, _ = p.remember(child(aptr, "remember"), approvalsSetting(m["approvals"], "remember"))
+	t.raw = p.raw(ptr, m)
 	if v, ok := m["input"]; ok {
 		t.input = p.schema(child(ptr, "input"), v)
 		t.InputSchema = p.raw(child(ptr, "input"), v)
@@ -551,19 +597,56 @@ func (p *parser) tool(a *Agent, name string, m map[string]any, ptr string) *Tool
 }
 
 // approvalTimeout reads {"timeout": "15m"} at ptr.
-// separation is where a tool's separateFrom setting comes from.
-type separation int
+// separate reads an approvals settings object's separateFrom, set on on.
+func (p *parser) separate(v any, on string) setting {
+	if s, ok := approvalsSetting(v, "separateFrom").(string); ok && s != "" {
+		return setting{value: s, on: on}
+	}
+	return setting{}
+}
 
-const (
-	sepNone separation = iota
-	sepTool
-	sepAgent
-)
+// approvers reads {"group": "finance", "min": 2} or {"all": [...]} at ptr
+// (the schema has checked its shape); nil when it is not there. The same
+// group twice in one "all" is refused: say its min instead.
+func (p *parser) approvers(ptr string, v any) []approvals.Requirement {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	reqs := []any{m}
+	if all, ok := m["all"].([]any); ok {
+		reqs = all
+		ptr = child(ptr, "all")
+	}
+	out := []approvals.Requirement{}
+	seen := map[string]int{}
+	for i, rv := range reqs {
+		rm, _ := rv.(map[string]any)
+		g, _ := rm["group"].(string)
+		r := approvals.Requirement{Group: g, Min: 1, Eligible: []approvals.Voter{}}
+		if n, ok := rm["min"].(json.Number); ok {
+			if k, err := strconv.Atoi(n.String()); err == nil {
+				r.Min = k
+			}
+		}
+		if first, dup := seen[g]; dup && g != "" {
+			p.report(child(ptr, strconv.Itoa(i)), fmt.Sprintf("group %q is already required by %s; raise its min instead", g, child(ptr, strconv.Itoa(first))))
+			continue
+		}
+		seen[g] = i
+		out = append(out, r)
+	}
+	return out
+}
 
-// separatesRequester reports whether an approvals settings object says
-// "separateFrom": "requester" (the schema allows no other value).
-func separatesRequester(v any) bool {
-	return approvalsSetting(v, "separateFrom") == "requester"
+// remember reads {"max": "24h"} at ptr: the longest a remembered decision
+// may last.
+func (p *parser) remember(ptr string, v any) (time.Duration, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return 0, false
+	}
+	return p.duration(child(ptr, "max"), m["max"])
 }
 
 // approvalsSetting is one key of an approvals settings object (nil when
@@ -575,11 +658,15 @@ func approvalsSetting(v any, key string) any {
 
 func (p *parser) approvalTimeout(ptr string, v any) (time.Duration, bool) {
 	m, _ := v.(map[string]any)
-	s, ok := m["timeout"].(string)
+	return p.duration(child(ptr, "timeout"), m["timeout"])
+}
+
+// duration reads a duration of at most 7 days at ptr.
+func (p *parser) duration(ptr string, v any) (time.Duration, bool) {
+	s, ok := v.(string)
 	if !ok || s == "" { // absent, or the schema reported it
 		return 0, false
 	}
-	ptr = child(ptr, "timeout")
 	d, err := time.ParseDuration(s)
 	switch {
 	case err != nil:

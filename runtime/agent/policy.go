@@ -1,12 +1,18 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"stead/approvals"
 )
 
 // Outcome is what the policy decides about one tool call.
@@ -35,11 +41,13 @@ type Rule struct {
 	// When is the raw JSON Schema the input must match; nil means the rule
 	// matches every call of its tool.
 	When json.RawMessage
-	// SeparateFromRequester: an ask rule's approvals may not be decided by
-	// the member who started the run ("separateFrom": "requester").
-	SeparateFromRequester bool
+	// Approvers, on an ask rule, is who must approve what it asks for,
+	// instead of the tool's approvers.
+	Approvers []approvals.Requirement
 
-	when *jsonschema.Schema
+	// separate is the rule's separateFrom: "requester", "none" or "".
+	separate string
+	when     *jsonschema.Schema
 }
 
 // Verdict is the policy's answer for one tool call.
@@ -57,6 +65,11 @@ type Verdict struct {
 	// requester from deciding it ("separateFrom \"requester\" on tool
 	// refundOrder"); empty when none does.
 	SeparatedBy string
+	// Approvers, on an ask, is who must approve (the ask rule's, else the
+	// tool's); none means any member who may decide. ApproversOn names
+	// where it is set ("tool refundOrder", "policy rule 2").
+	Approvers   []approvals.Requirement
+	ApproversOn string
 }
 
 // Evaluate judges one call of tool with its resolved (and validated) input,
@@ -91,17 +104,13 @@ func (a *Agent) Evaluate(tool string, input any, untrusted bool) Verdict {
 		return Verdict{Outcome: Deny, Rule: r.Index, Reason: r.explain("denied by")}
 	}
 	if r := a.firstMatch(Ask, tool, input); r != nil {
-		v := Verdict{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by"), SeparatedBy: t.separatedBy()}
-		if r.SeparateFromRequester {
-			v.SeparatedBy = fmt.Sprintf(`separateFrom "requester" on policy rule %d`, r.Index)
-		}
-		return v
+		return t.ask(Verdict{Outcome: Ask, Rule: r.Index, Reason: r.explain("approval required by")}, r)
 	}
 	if t.RequiresApproval {
-		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool), SeparatedBy: t.separatedBy()}
+		return t.ask(Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("%s requires approval (requiresApproval)", tool)}, nil)
 	}
 	if untrusted && t.Effect == EffectWrite {
-		return Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true, SeparatedBy: t.separatedBy()}
+		return t.ask(Verdict{Outcome: Ask, Rule: -1, Reason: fmt.Sprintf("run is untrusted and %s has effect write", tool), Untrusted: true}, nil)
 	}
 	if r := a.firstMatch(Allow, tool, input); r != nil {
 		return Verdict{Outcome: Allow, Rule: r.Index, Reason: r.explain("allowed by")}
@@ -161,14 +170,63 @@ func (r *Rule) explain(verb string) string {
 	return s
 }
 
-// separatedBy names the tool's (or its agent's) separateFrom setting, or
-// "" when it has none.
-func (t *Tool) separatedBy() string {
-	switch t.SeparateFrom {
-	case sepTool:
-		return fmt.Sprintf(`separateFrom "requester" on tool %s`, t.Name)
-	case sepAgent:
-		return fmt.Sprintf(`separateFrom "requester" on agent %s`, t.Agent)
+// ask completes an ask verdict on a call of t, asked by rule r (nil when
+// the tool's posture asks): who must approve — r's approvers, else the
+// tool's — and whom it is separated from — r's separateFrom, else the
+// tool's, else the requester wherever there are approvers.
+func (t *Tool) ask(v Verdict, r *Rule) Verdict {
+	v.Approvers, v.ApproversOn = t.Approvers, t.approversOn
+	sep := t.separate
+	if r != nil {
+		on := fmt.Sprintf("policy rule %d", r.Index)
+		if r.Approvers != nil {
+			v.Approvers, v.ApproversOn = r.Approvers, on
+		}
+		if r.separate != "" {
+			sep = setting{value: r.separate, on: on}
+		}
 	}
-	return ""
+	switch {
+	case sep.value == "requester":
+		v.SeparatedBy = fmt.Sprintf(`separateFrom "requester" on %s`, sep.on)
+	case sep.value == "none":
+	case len(v.Approvers) > 0:
+		v.SeparatedBy = fmt.Sprintf(`separateFrom "requester", the default with approvers (on %s)`, v.ApproversOn)
+	}
+	return v
+}
+
+// PostureDigest binds a remembered decision to what it was made under: the
+// hex sha256 of the tool's posture and its agent's policy, as written. A
+// deployment that changes either gives another digest.
+func (a *Agent) PostureDigest(tool string) string {
+	t, ok := a.Tools[tool]
+	if !ok {
+		return ""
+	}
+	h := sha256.New()
+	h.Write(t.raw)
+	h.Write([]byte{0})
+	h.Write(a.policyRaw)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Groups are the names of the groups the config's approvers name, sorted:
+// a deployment naming a group the project does not have is refused.
+func (c *Config) Groups() []string {
+	seen := map[string]bool{}
+	add := func(rs []approvals.Requirement) {
+		for _, r := range rs {
+			seen[r.Group] = true
+		}
+	}
+	for _, a := range c.Agents {
+		for _, t := range a.Tools {
+			add(t.Approvers)
+		}
+		for _, r := range a.Policy {
+			add(r.Approvers)
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"reflect"
 	"testing"
 
 	"stead/runtime/agent"
@@ -74,7 +75,7 @@ func TestEvaluate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := c.Agents[tt.agent].Evaluate(tt.tool, decode(t, tt.input), tt.untrusted)
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Evaluate =\n %+v\nwant\n %+v", got, tt.want)
 			}
 		})
@@ -113,7 +114,7 @@ func TestEvaluateAllowRuleOnlyWhereNothingEarlierMatched(t *testing.T) {
 		{`{"item": {"amount": 5}}`, true, agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and refundOrder has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
-		if got := a.Evaluate("refundOrder", decode(t, tt.input), tt.untrusted); got != tt.want {
+		if got := a.Evaluate("refundOrder", decode(t, tt.input), tt.untrusted); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("Evaluate(%s, untrusted=%v) =\n %+v\nwant\n %+v", tt.input, tt.untrusted, got, tt.want)
 		}
 	}
