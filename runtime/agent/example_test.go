@@ -46,7 +46,7 @@ func ExampleParse() {
 	fmt.Println(err)
 	// Output:
 	// input: map[item:map[id:o1]] valid: true
-	// {Outcome:ask Reason:refundOrder requires approval (requiresApproval) Rule:-1 Untrusted:false SeparatedBy: Approvers:[] ApproversOn:}
+	// {Outcome:ask Reason:refundOrder requires approval (requiresApproval) Rule:-1 Untrusted:false SeparatedBy: Approvers:[] ApproversOn: Remembered:}
 	// Invalid arguments for "refundOrder": item: is required
 	// /agents/refunds/tools/refundOrder/effect: must be one of "read", "write"
 	// /agents/refunds/steps/0/tool: tool "refundOrdr" is not declared in /agents/refunds/tools (declared: refundOrder)

@@ -70,6 +70,10 @@ type Verdict struct {
 	// where it is set ("tool refundOrder", "policy rule 2").
 	Approvers   []approvals.Requirement
 	ApproversOn string
+	// Remembered, on an allow, is the remembered decision (a rule id) that
+	// let a call through that would have asked; the engine sets it, never
+	// Evaluate.
+	Remembered string
 }
 
 // Evaluate judges one call of tool with its resolved (and validated) input,

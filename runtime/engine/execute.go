@@ -577,11 +577,17 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: input is not JSON: %v", s.ID, err))
 	}
+	separated := separateFrom(v, x.run)
+	reqs, err := x.requirements(ctx, v, separated)
+	if err != nil {
+		return err
+	}
 	a, err := approvals.New(approvals.Request{
 		ProjectID: x.run.ProjectID, RunID: x.run.ID, Agent: x.run.Agent, EndUserID: x.run.EndUserID,
 		Deployment: x.run.Deployment, StepIndex: s.Index, StepID: s.ID, CallID: callID, Tool: tool.Name,
 		Input: raw, Reason: reason, RequestedAt: x.e.now(), Timeout: tool.ApprovalTimeout,
-		SeparateFrom: separateFrom(v, x.run), SeparatedBy: v.SeparatedBy, NoteToCustomer: tool.NoteToCustomer,
+		SeparateFrom: separated, SeparatedBy: v.SeparatedBy, NoteToCustomer: tool.NoteToCustomer,
+		Requirements: reqs,
 	}, x.e.unique())
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
@@ -595,6 +601,10 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 	}
 	if a.SeparateFrom != "" {
 		data["separatedBy"] = a.SeparatedBy
+	}
+	if a.HasQuorum() {
+		data["approvers"] = a.Progress()
+		data["approversOn"] = v.ApproversOn
 	}
 	x.emit("approval.requested", s.ID, data)
 	next := x.run
