@@ -356,6 +356,13 @@ func (d Decision) Apply(a Approval) Approval {
 	if d.Status == Approved && a.HasQuorum() {
 		return d.applyVote(a)
 	}
+	return d.Settle(a)
+}
+
+// Settle returns a settled as the decision says — status, decider, note,
+// an edited input — and records no vote: Apply's settling part, for a
+// backend that keeps the votes apart.
+func (d Decision) Settle(a Approval) Approval {
 	a.Status = d.Status
 	a.DecidedBy = d.By
 	a.DecidedByName = d.ByName

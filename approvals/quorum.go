@@ -235,12 +235,7 @@ func (d Decision) applyVote(a Approval) Approval {
 	if !a.QuorumMet() {
 		return a
 	}
-	a.Status = Approved
-	a.DecidedBy = d.By
-	a.DecidedByName = d.ByName
-	a.DecidedAt = d.At
-	a.Note = d.Note
-	return a
+	return Decision{Status: Approved, By: d.By, ByName: d.ByName, ByMember: d.ByMember, Note: d.Note, At: d.At}.Settle(a)
 }
 
 // VoteMessage is the words for a refused vote; verb is what was attempted

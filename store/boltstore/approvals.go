@@ -201,14 +201,16 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		// Every check is done: from here on, only writes.
 		na := d.Apply(a)
 		r := old
-		r.Status = p.RunStatus
-		r.Error = p.RunError
-		r.LeaseOwner = ""
-		r.LeaseUntil = p.LeaseUntil
-		r.UpdatedAt = d.At
-		if r.Status.Terminal() {
-			r.FinishedAt = d.At
+		if na.Status != approvals.Pending {
+			r.Status = p.RunStatus
+			r.Error = p.RunError
+			r.LeaseOwner = ""
+			r.LeaseUntil = p.LeaseUntil
+			if r.Status.Terminal() {
+				r.FinishedAt = d.At
+			}
 		}
+		r.UpdatedAt = d.At
 		r.Version++
 		if r.LastSeq, err = appendEvents(tx, r.ID, old.LastSeq, p.Events); err != nil {
 			return err

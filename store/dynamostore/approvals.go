@@ -49,7 +49,54 @@ type decision struct {
 }
 
 func (d decision) apply(a approvals.Approval) approvals.Approval {
-	return approvals.Decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At, Note: d.Note, Input: d.Input, InputDigest: d.InputDigest}.Apply(a)
+	return approvals.Decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At, Note: d.Note, Input: d.Input, InputDigest: d.InputDigest}.Settle(a)
+}
+
+// votesState is what the run item keeps of the votes on its current
+// approval (one with requirements), beside the decision: the votes, their
+// count, and the input as the last edit left it.
+type votesState struct {
+	Votes         []approvals.Vote `json:"v"`
+	VoteVersion   int64            `json:"vv"`
+	Input         json.RawMessage  `json:"i,omitempty"`
+	InputDigest   string           `json:"g,omitempty"`
+	OriginalInput json.RawMessage  `json:"o,omitempty"`
+}
+
+func votesOf(a approvals.Approval) votesState {
+	v := votesState{Votes: a.Votes, VoteVersion: a.VoteVersion}
+	if a.OriginalInput != nil {
+		v.Input, v.InputDigest, v.OriginalInput = a.Input, a.InputDigest, a.OriginalInput
+	}
+	return v
+}
+
+func (v votesState) apply(a approvals.Approval) approvals.Approval {
+	a.Votes, a.VoteVersion = v.Votes, v.VoteVersion
+	if v.OriginalInput != nil {
+		a.Input, a.InputDigest, a.OriginalInput = v.Input, v.InputDigest, v.OriginalInput
+	}
+	return a
+}
+
+// slotApproval is a, the approval of the run item's slot, as the slot has
+// it: its votes, then its decision.
+func (s *Store) slotApproval(ctx context.Context, a approvals.Approval, run item) (approvals.Approval, error) {
+	if b := getB(run, aSlotVotes); b != nil {
+		var v votesState
+		if err := s.decode(ctx, b, &v); err != nil {
+			return approvals.Approval{}, err
+		}
+		a = v.apply(a)
+	}
+	if getS(run, aSlotStatus) != string(approvals.Pending) {
+		var d decision
+		if err := s.decode(ctx, getB(run, aSlotDecision), &d); err != nil {
+			return approvals.Approval{}, err
+		}
+		a = d.apply(a)
+	}
+	return a, nil
 }
 
 // putApproval writes a new approval item, with the events of the commit
@@ -81,7 +128,7 @@ func (s *Store) slotClauses(e *expr, a approvals.Approval) {
 	e.Set(aSlotID, avS(a.ID))
 	e.Set(aSlotStatus, avS(string(approvals.Pending)))
 	e.Set(aSlotExpires, avT(a.ExpiresAt))
-	e.Remove(aSlotDecision)
+	e.Remove(aSlotDecision, aSlotVotes, aSlotVoteVersion)
 	e.Set(AttrPendingPK, avS(a.ProjectID))
 	e.Set(AttrPendingSK, avS(timeKey(a.RequestedAt)+"#"+a.ID))
 	e.Set(AttrDuePK, avS(shardOf(a.RunID, s.shards)))
@@ -145,14 +192,8 @@ func (s *Store) resolveApproval(ctx context.Context, it, run item) (a approvals.
 		return approvals.Approval{}, false, nil
 	}
 	if getS(run, aSlotID) == a.ID {
-		if getS(run, aSlotStatus) == string(approvals.Pending) {
-			return a, true, nil
-		}
-		var d decision
-		if err := s.decode(ctx, getB(run, aSlotDecision), &d); err != nil {
-			return approvals.Approval{}, false, err
-		}
-		return d.apply(a), true, nil
+		a, err := s.slotApproval(ctx, a, run)
+		return a, err == nil, err
 	}
 	if ids, ok := run[aApprovals].(*types.AttributeValueMemberSS); ok && slices.Contains(ids.Value, a.ID) {
 		return a, true, nil
@@ -489,10 +530,19 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 	}
 	var a approvals.Approval
-	if p.Read != nil && p.Read.ID == d.ApprovalID {
+	fromRead := p.Read != nil && p.Read.ID == d.ApprovalID
+	if fromRead {
 		a = *p.Read
 	} else if a, err = s.GetApproval(ctx, d.ApprovalID); err != nil {
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
+	}
+	if err := d.Check(a); err != nil && fromRead {
+		// Refused on the caller's read: say why on the stored state, as
+		// bbolt does (a stale read may refuse for a reason that no longer
+		// holds, or hide the one that does).
+		if a, err = s.GetApproval(ctx, d.ApprovalID); err != nil {
+			return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
+		}
 	}
 	if err := d.Check(a); err != nil {
 		if approvals.IsForeign(err) {
@@ -506,7 +556,19 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 			return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 		}
 	}
-	dec, err := s.encode(ctx, "decision on approval "+a.ID, decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At.UTC(), Note: d.Note, Input: d.Input, InputDigest: d.InputDigest})
+	na := d.Apply(a)
+	vote := d.Status == approvals.Approved && a.HasQuorum()
+	settles := na.Status != approvals.Pending
+	stored := decision{Status: d.Status, By: d.By, ByName: d.ByName, At: d.At.UTC(), Note: d.Note, Input: d.Input, InputDigest: d.InputDigest}
+	var votes []byte
+	if vote {
+		// The votes hold the input an edit left; the decision only settles.
+		stored.Input, stored.InputDigest = nil, ""
+		if votes, err = s.encode(ctx, "votes on approval "+a.ID, votesOf(na)); err != nil {
+			return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
+		}
+	}
+	dec, err := s.encode(ctx, "decision on approval "+a.ID, stored)
 	if err != nil {
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 	}
@@ -525,6 +587,27 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		case approvals.FromDeadline:
 			e.Cond(e.n(aSlotExpires) + " <= " + e.v(avT(d.At)))
 		}
+		e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aVersion), e.n(aVersion), e.v(avN(1))))
+		e.Set(aUpdated, avT(d.At))
+		if n := len(p.Events); n > 0 {
+			appendTail(e, avB(batch), n, len(batch))
+			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
+		}
+		if vote {
+			// Check's VoteVersion: the vote counts on the votes it was
+			// judged on. (Eligibility and a second vote were judged on a
+			// by Check; this clause makes that judgement still hold.)
+			if a.VoteVersion == 0 {
+				e.Cond("attribute_not_exists(" + e.n(aSlotVoteVersion) + ")")
+			} else {
+				e.Cond(e.n(aSlotVoteVersion) + " = " + e.v(avN(a.VoteVersion)))
+			}
+			e.Set(aSlotVotes, avB(votes))
+			e.Set(aSlotVoteVersion, avN(na.VoteVersion))
+		}
+		if !settles {
+			return s.runUpdate(ctx, a.RunID, e, s.decisionJudge(ctx, d, &a, p))
+		}
 		e.Set(aSlotStatus, avS(string(d.Status)))
 		e.Set(aSlotDecision, avB(dec))
 		e.Remove(AttrPendingPK, AttrPendingSK, AttrDuePK, AttrDueSK)
@@ -537,7 +620,6 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		}
 		e.Remove(aLeaseOwner)
 		e.Set(aLeaseUntil, avT(p.LeaseUntil))
-		e.Set(aUpdated, avT(d.At))
 		if p.RunStatus.Terminal() {
 			e.Set(aFinished, avT(d.At))
 		}
@@ -545,11 +627,6 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 			e.Set(AttrTTL, avN(ttl))
 		} else {
 			e.Remove(AttrTTL)
-		}
-		e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aVersion), e.n(aVersion), e.v(avN(1))))
-		if n := len(p.Events); n > 0 {
-			appendTail(e, avB(batch), n, len(batch))
-			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
 		s.stallClauses(e, a.RunID, p.RunStatus, p.LeaseUntil, force)
 		return s.runUpdate(ctx, a.RunID, e, s.decisionJudge(ctx, d, &a, p))
@@ -559,7 +636,7 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		it, err = write(true)
 	}
 	if err != nil {
-		if errors.Is(err, approvals.ErrNotPending) || errors.Is(err, approvals.ErrExpired) || errors.Is(err, approvals.ErrNotDue) {
+		if lostToCheck(err) {
 			return a, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
 		}
 		return approvals.Approval{}, store.Run{}, fmt.Errorf("decide approval %s: %w", d.ApprovalID, err)
@@ -568,7 +645,19 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 	if err != nil {
 		return approvals.Approval{}, store.Run{}, err
 	}
-	return d.Apply(a), r, nil
+	return na, r, nil
+}
+
+// lostToCheck reports whether a decision lost to approvals.Decision.Check,
+// so that the approval as it stands goes back with the error.
+func lostToCheck(err error) bool {
+	for _, e := range []error{approvals.ErrNotPending, approvals.ErrExpired, approvals.ErrNotDue, approvals.ErrSeparated,
+		approvals.ErrNotEligible, approvals.ErrAlreadyVoted, approvals.ErrChanged} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // decisionJudge tells why a decision's write lost, from the run item as it
@@ -587,12 +676,12 @@ func (s *Store) decisionJudge(ctx context.Context, d approvals.Decision, a *appr
 		}
 		cur := *a
 		cur.ExpiresAt = getT(old, aSlotExpires)
-		if getS(old, aSlotStatus) != string(approvals.Pending) {
-			var dec decision
-			if err := s.decode(ctx, getB(old, aSlotDecision), &dec); err != nil {
-				return err
-			}
-			cur = dec.apply(cur)
+		// The votes and decision as the item has them, on the request as
+		// the caller read it (the request part never changes).
+		cur.Votes, cur.VoteVersion = nil, 0
+		cur, err := s.slotApproval(ctx, cur, old)
+		if err != nil {
+			return err
 		}
 		if err := d.Check(cur); err != nil {
 			*a = cur

@@ -60,7 +60,13 @@ const (
 	aSlotStatus   = "ast"
 	aSlotExpires  = attrSlotExpires
 	aSlotDecision = "adec"
-	aApprovals    = "aids"
+	// aSlotVotes holds the votes of an approval with requirements (and the
+	// input an approve edited) while it collects them: a payload of
+	// votesState; aSlotVoteVersion counts them (approvals.Approval's
+	// VoteVersion), the condition of the next vote.
+	aSlotVotes       = "avs"
+	aSlotVoteVersion = "avv"
+	aApprovals       = "aids"
 )
 
 const runSK = "R"
