@@ -58,10 +58,15 @@ type approveRequest struct {
 	// strictly (no name twice, valid UTF-8, bounded depth); its names are
 	// the tool's, so any are allowed.
 	Input json.RawMessage `json:"input"`
+	// InputDigest, when set, is the approval's inputDigest as the decider
+	// saw it: the decision is refused (approval_changed) if the input has
+	// changed since (another approver's edit).
+	InputDigest string `json:"inputDigest"`
 }
 
 type denyRequest struct {
-	Note string `json:"note"`
+	Note        string `json:"note"`
+	InputDigest string `json:"inputDigest"`
 }
 
 // approve: POST /v1/approvals/{id}/approve {note?, input?} → 200 with the
@@ -77,7 +82,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *caller) erro
 	if isNull(req.Input) {
 		req.Input = nil
 	}
-	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Approve: true, Note: req.Note, Input: req.Input})
+	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Approve: true, Note: req.Note, Input: req.Input, Seen: req.InputDigest})
 }
 
 // deny: POST /v1/approvals/{id}/deny {note?} → 200 with the denied
@@ -90,7 +95,7 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if p := textNoteProblem(req.Note); p != "" {
 		return invalidField("note", "%s", p)
 	}
-	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Note: req.Note})
+	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Note: req.Note, Seen: req.InputDigest})
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *caller, p engine.DecideParams) error {
@@ -119,6 +124,12 @@ func approvalError(id string, err error, a approvals.Approval, now time.Time, ve
 		return forbidden("you started this run, and its approvals may not be %s by its requester (%s); ask another member", verb, a.SeparatedBy)
 	case a.ID == "":
 		// No approval to describe: the generic words.
+	case errors.Is(err, approvals.ErrNotEligible):
+		return &Error{Status: http.StatusForbidden, Code: CodeNotAnApprover, Message: approvals.VoteMessage(a, err, verb), Details: approvalState(a)}
+	case errors.Is(err, approvals.ErrAlreadyVoted):
+		return &Error{Status: http.StatusConflict, Code: CodeAlreadyVoted, Message: approvals.VoteMessage(a, err, verb), Details: approvalState(a)}
+	case errors.Is(err, approvals.ErrChanged):
+		return &Error{Status: http.StatusConflict, Code: CodeApprovalChanged, Message: approvals.VoteMessage(a, err, verb), Details: approvalState(a)}
 	case errors.Is(err, approvals.ErrExpired):
 		// The engine settles it as expired on the spot.
 		expired := a
@@ -143,7 +154,10 @@ func approvalError(id string, err error, a approvals.Approval, now time.Time, ve
 }
 
 func approvalState(a approvals.Approval) map[string]any {
-	d := map[string]any{"approvalId": a.ID, "runId": a.RunID, "status": a.Status, "expiresAt": a.ExpiresAt}
+	d := map[string]any{"approvalId": a.ID, "runId": a.RunID, "status": a.Status, "expiresAt": a.ExpiresAt, "inputDigest": a.InputDigest}
+	if a.HasQuorum() {
+		d["progress"] = a.ProgressText()
+	}
 	if a.DecidedBy != "" {
 		d["decidedBy"] = a.DecidedBy
 	}

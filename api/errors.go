@@ -26,6 +26,9 @@ const (
 	CodeConflict             = "conflict"               // 409
 	CodeApprovalNotPending   = "approval_not_pending"   // 409
 	CodeApprovalExpired      = "approval_expired"       // 409
+	CodeNotAnApprover        = "not_an_approver"        // 403
+	CodeAlreadyVoted         = "already_voted"          // 409
+	CodeApprovalChanged      = "approval_changed"       // 409
 	CodePayloadTooLarge      = "payload_too_large"      // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422

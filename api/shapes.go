@@ -83,9 +83,20 @@ type Approval struct {
 	Status      string    `json:"status"`
 	RequestedAt time.Time `json:"requestedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	// InputDigest binds Input: send it back as approve's or deny's
+	// inputDigest to decide only if the input is still the one shown.
+	InputDigest string `json:"inputDigest"`
 	// SeparatedBy, when set, names the setting that keeps the run's
 	// requester from deciding this approval.
 	SeparatedBy string `json:"separatedBy,omitempty"`
+	// Approvers, for an approval with approvers, is where each requirement
+	// stands (its group, min, the votes counted, the members who may still
+	// vote, and short when too few may), Progress the same in words ("1 of
+	// 2 from finance — waiting on Bo Li, Cy Ng"), Votes the approvals
+	// counted so far on the current input.
+	Approvers []approvals.Tally `json:"approvers,omitempty"`
+	Progress  string            `json:"progress,omitempty"`
+	Votes     []approvals.Vote  `json:"votes,omitempty"`
 	// NoteToCustomer: a deny note is shown to the customer.
 	NoteToCustomer bool `json:"noteToCustomer,omitempty"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry),
@@ -365,12 +376,17 @@ func (s *Server) runView(ctx context.Context, r store.Run) (Run, error) {
 }
 
 func approvalOf(a approvals.Approval) Approval {
-	return Approval{
+	out := Approval{
 		ID: a.ID, RunID: a.RunID, Agent: a.Agent, EndUserID: a.EndUserID, Deployment: a.Deployment,
 		StepID: a.StepID, Tool: a.Tool, Input: a.Input, OriginalInput: a.OriginalInput,
 		Reason: a.Reason, Status: string(a.Status), RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt,
-		SeparatedBy: a.SeparatedBy, NoteToCustomer: a.NoteToCustomer, DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
+		InputDigest: a.InputDigest, SeparatedBy: a.SeparatedBy, NoteToCustomer: a.NoteToCustomer,
+		DecidedBy: a.DecidedBy, DecidedByName: a.DecidedByName, DecidedAt: a.DecidedAt, Note: a.Note,
 	}
+	if a.HasQuorum() {
+		out.Approvers, out.Progress, out.Votes = a.Progress(), a.ProgressText(), a.Votes
+	}
+	return out
 }
 
 func eventOf(e store.Event) Event {

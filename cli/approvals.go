@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +79,10 @@ func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
 	if withStatus {
 		header = append(header[:4], append([]string{"STATUS"}, header[4:]...)...)
 	}
+	withVotes := slices.ContainsFunc(list.Approvals, func(ap api.Approval) bool { return len(ap.Approvers) > 0 })
+	if withVotes {
+		header = append(header[:len(header)-1], "VOTES", "REASON")
+	}
 	t := newTable(a.stdout(), header...)
 	for _, ap := range list.Approvals {
 		expires := until(now, ap.ExpiresAt)
@@ -87,6 +92,9 @@ func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
 		row := []string{ap.ID, ap.Agent, ap.Tool, ap.RunID, ago(now, ap.RequestedAt), expires, truncate(ap.Reason, 60)}
 		if withStatus {
 			row = append(row[:4], append([]string{ap.Status}, row[4:]...)...)
+		}
+		if withVotes {
+			row = append(row[:len(row)-1], votesShort(ap), row[len(row)-1])
 		}
 		t.row(row...)
 	}
@@ -147,6 +155,12 @@ func (a *app) printApproval(ap api.Approval) {
 	}
 	if ap.Note != "" {
 		t.row("  note", ap.Note)
+	}
+	if ap.Progress != "" {
+		t.row("  approvers", ap.Progress)
+		for _, v := range ap.Votes {
+			t.row("  vote", fmt.Sprintf("%s by %s (%s)", stamp(v.At), named(v.By, v.Name), ago(now, v.At)))
+		}
 	}
 	_ = t.flush()
 	fmt.Fprintf(w, "  input:\n%s\n", pretty(ap.Input, "    "))
@@ -246,10 +260,15 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 			continue
 		}
 		switch ap.Status {
+		case "pending":
+			fmt.Fprintf(a.stdout(), "voted to approve %s (%s, run %s): %s; the run waits for the rest\n", ap.ID, ap.Tool, ap.RunID, ap.Progress)
 		case "approved":
 			edited := ""
 			if len(ap.OriginalInput) > 0 {
 				edited = " with the edited input"
+			}
+			if ap.Progress != "" {
+				edited += ": " + ap.Progress
 			}
 			fmt.Fprintf(a.stdout(), "approved %s (%s, run %s)%s; the run resumes: stead trace %s\n", ap.ID, ap.Tool, ap.RunID, edited, ap.RunID)
 		default:
@@ -272,6 +291,22 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 		return errReported
 	}
 	return nil
+}
+
+// votesShort is an approval's quorum in a table cell: "1/2 finance",
+// "-" for one without approvers.
+func votesShort(ap api.Approval) string {
+	if len(ap.Approvers) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ap.Approvers))
+	for i, t := range ap.Approvers {
+		parts[i] = fmt.Sprintf("%d/%d %s", len(t.Counted), t.Min, t.Group)
+		if t.Short {
+			parts[i] += " (cannot be met)"
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func pastTense(verb string) string {

@@ -49,6 +49,9 @@ type Config struct {
 	Warnings []Problem
 
 	pos *positions
+	// groupRefs are the pointers of every "group" the config's approvers
+	// name, by group.
+	groupRefs map[string][]string
 }
 
 // Effect is a tool's declared effect.
@@ -253,6 +256,7 @@ func Parse(data []byte) (*Config, error) {
 	c.Raw = bytes.Clone(data)
 	c.Warnings = p.pos.locate(p.warnings)
 	c.pos = p.pos
+	c.groupRefs = p.groupRefs
 	return c, nil
 }
 
@@ -288,6 +292,33 @@ func (c *Config) CheckExports(functions []string) error {
 					Message: fmt.Sprintf("config names tool %q, bundle exports: %s", tn, exports),
 				})
 			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	if c.pos != nil {
+		problems = c.pos.locate(problems)
+	}
+	return &ConfigError{Problems: problems}
+}
+
+// CheckGroups checks that every group the config's approvers name is a
+// group of the project (have reports whether one is); a *ConfigError names
+// each that is not, where it is named.
+func (c *Config) CheckGroups(have func(name string) (bool, error)) error {
+	var problems []Problem
+	for _, g := range slices.Sorted(maps.Keys(c.groupRefs)) {
+		ok, err := have(g)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		for _, ptr := range c.groupRefs[g] {
+			problems = append(problems, Problem{Pointer: ptr, Message: fmt.Sprintf(
+				"group %q does not exist in this project; an owner creates it first (stead groups create %s --member …): groups are project settings, never part of stead.json", g, g)})
 		}
 	}
 	if len(problems) == 0 {
@@ -346,9 +377,10 @@ func (s *Step) ResolveInput(sc Scope) (any, error) {
 // tolerant: where the config schema already reported a value of the wrong
 // type, the value is skipped, not reported again.
 type parser struct {
-	pos      *positions
-	problems []Problem
-	warnings []Problem
+	pos       *positions
+	problems  []Problem
+	warnings  []Problem
+	groupRefs map[string][]string
 }
 
 func (p *parser) report(ptr, msg string) {
@@ -614,9 +646,10 @@ func (p *parser) approvers(ptr string, v any) []approvals.Requirement {
 		return nil
 	}
 	reqs := []any{m}
+	at := func(int) string { return ptr }
 	if all, ok := m["all"].([]any); ok {
 		reqs = all
-		ptr = child(ptr, "all")
+		at = func(i int) string { return child(child(ptr, "all"), strconv.Itoa(i)) }
 	}
 	out := []approvals.Requirement{}
 	seen := map[string]int{}
@@ -630,10 +663,16 @@ func (p *parser) approvers(ptr string, v any) []approvals.Requirement {
 			}
 		}
 		if first, dup := seen[g]; dup && g != "" {
-			p.report(child(ptr, strconv.Itoa(i)), fmt.Sprintf("group %q is already required by %s; raise its min instead", g, child(ptr, strconv.Itoa(first))))
+			p.report(at(i), fmt.Sprintf("group %q is already required by %s; raise its min instead", g, at(first)))
 			continue
 		}
 		seen[g] = i
+		if g != "" {
+			if p.groupRefs == nil {
+				p.groupRefs = map[string][]string{}
+			}
+			p.groupRefs[g] = append(p.groupRefs[g], child(at(i), "group"))
+		}
 		out = append(out, r)
 	}
 	return out

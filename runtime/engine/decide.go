@@ -20,7 +20,15 @@ type DecideParams struct {
 	// the tool's schema and the agent's deny rules first; a refused edit
 	// decides nothing.
 	Input json.RawMessage
+	// Seen, when set, is the digest of the input the decider saw
+	// (approvals.Approval.InputDigest): the decision is refused with
+	// approvals.ErrChanged if the input is no longer that one.
+	Seen string
 }
+
+// maxVoteRetries bounds how often Decide reads an approval again after its
+// vote lost a race to another vote on the same input.
+const maxVoteRetries = 20
 
 // EditError is an edited input the tool's schema or a deny rule refuses.
 type EditError struct{ Err error }
@@ -32,11 +40,33 @@ func (e *EditError) Unwrap() error { return e.Err }
 // resume with exactly the approved input and dispatches it; deny fails the
 // run with approval-denied — unless the call was proposed by an agent step
 // with onDecline "tell-model": then the run is queued and resumes by telling
-// the model the call was declined (with the note). Errors: store.ErrNotFound (missing or another
-// project's), ErrForbidden (customers never decide), approvals.ErrNotPending
-// (with the approval as it stands), approvals.ErrExpired (with the approval;
-// the run is failed approval-expired on the spot), *EditError.
+// the model the call was declined (with the note).
+//
+// On an approval with requirements an approve is a vote: it is recorded
+// (with an approval.vote event) and the approval stays pending until the
+// vote that completes its quorum, which settles it as above. A vote that
+// loses a race to another vote on the same input is cast again on the
+// approval as it is then; one that finds the input changed is refused
+// (approvals.ErrChanged): its voter approved another input.
+//
+// Errors: store.ErrNotFound (missing or another project's), ErrForbidden
+// (customers never decide), approvals.ErrNotPending (with the approval as
+// it stands), approvals.ErrExpired (with the approval; the run is failed
+// approval-expired on the spot), approvals.ErrSeparated, ErrNotEligible,
+// ErrAlreadyVoted, ErrChanged (with the approval), *EditError.
 func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, error) {
+	for try := 0; ; try++ {
+		a, err := e.decide(ctx, actor, p)
+		if !errors.Is(err, approvals.ErrChanged) || try == maxVoteRetries || (p.Seen != "" && p.Seen != a.InputDigest) {
+			return a, err
+		}
+		// Another vote came first; the input is still the one this voter
+		// saw (pinned now, in case an edit comes next).
+		p.Seen = a.InputDigest
+	}
+}
+
+func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, error) {
 	a, err := e.store.GetApproval(ctx, p.ApprovalID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.ProjectID != actor.ProjectID) {
 		return approvals.Approval{}, fmt.Errorf("approval %s: %w", p.ApprovalID, store.ErrNotFound)
@@ -49,7 +79,8 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 	}
 	now := e.now()
 	dec := approvals.Decision{
-		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, ByMember: actor.MemberID, Note: p.Note, At: now,
+		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, ByMember: actor.MemberID, Note: p.Note,
+		Seen: p.Seen, VoteVersion: a.VoteVersion, At: now,
 	}
 	if p.Approve {
 		dec.Status = approvals.Approved
@@ -77,7 +108,16 @@ func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		}
 		params.RunStatus = store.RunQueued
 		params.LeaseUntil = now.Add(e.cfg.DispatchGrace)
-		params.Events = []store.Event{event("approval.approved", now, a.StepID, data)}
+		typ := "approval.approved"
+		if a.HasQuorum() {
+			after := dec.Apply(a)
+			data["progress"] = after.ProgressText()
+			data["votes"] = len(after.Votes)
+			if after.Status == approvals.Pending {
+				typ = "approval.vote"
+			}
+		}
+		params.Events = []store.Event{event(typ, now, a.StepID, data)}
 	} else if tell, err := e.tellsModel(ctx, a); err != nil {
 		return a, err
 	} else if tell {

@@ -24,7 +24,8 @@ type DeployParams struct {
 
 // Deploy validates a bundle and config together and stores them as the
 // project's next version. Errors: *agent.ConfigError (every problem with its
-// JSON pointer, including tools the bundle does not export), *bundle.Error
+// JSON pointer, including tools the bundle does not export and groups the
+// project does not have), *bundle.Error
 // (file:line), ErrForbidden. A refused deployment stores nothing.
 func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployParams) (store.Deployment, error) {
 	if !actor.Role.May(approvals.Deploy) {
@@ -39,6 +40,15 @@ func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployPara
 		return store.Deployment{}, err
 	}
 	if err := cfg.CheckExports(b.Functions()); err != nil {
+		return store.Deployment{}, err
+	}
+	if err := cfg.CheckGroups(func(name string) (bool, error) {
+		_, err := e.store.GetGroup(ctx, actor.ProjectID, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}); err != nil {
 		return store.Deployment{}, err
 	}
 	if err := e.cfg.Blobs.Put(ctx, b.Digest, p.Bundle); err != nil {

@@ -52,6 +52,15 @@ const benchConfig = `{
         { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
         { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
       ]
+    },
+    "quorum3": {
+      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" },
+        "apply": { "effect": "write", "requiresApproval": true, "approvals": { "approvers": { "group": "finance", "min": 2 } } } },
+      "steps": [
+        { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id", "kind": "$input.kind" } },
+        { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
+        { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
+      ]
     }
   }
 }`
@@ -91,10 +100,15 @@ const sfnTransitions = 5
 // at 256 MB, billed for the in-process time measured here against moto —
 // AWS's own latency would add a few ms per request) and Step Functions
 // Standard for the same workflow.
+//
+// quorum=2of3 is the same run with its approval needing two of a group of
+// three: what a 2-of-N vote adds (the group and members read when it asks,
+// a read and a write per vote).
 func BenchmarkGatedRunCost(b *testing.B) {
 	for _, kind := range []string{"json", "random"} {
-		b.Run("output="+kind, func(b *testing.B) { benchGatedRun(b, kind) })
+		b.Run("output="+kind, func(b *testing.B) { benchGatedRun(b, "gated3", kind) })
 	}
+	b.Run("quorum=2of3", func(b *testing.B) { benchGatedRun(b, "quorum3", "json") })
 }
 
 // gatedBench is the engine on a metered dynamostore (against moto_server),
@@ -104,6 +118,8 @@ type gatedBench struct {
 	plain *dynamostore.Store
 	m     *meter
 	actor approvals.Actor
+	// voters are two members of the group "finance" (of three).
+	voters []approvals.Actor
 }
 
 func newGatedBench(tb testing.TB) gatedBench {
@@ -133,13 +149,26 @@ func newGatedBench(tb testing.TB) gatedBench {
 		tb.Fatal(err)
 	}
 	actor := approvals.Actor{ProjectID: "prj_bench", Role: approvals.RoleDeveloper, ID: "key_bench"}
+	var voters []approvals.Actor
+	var finance []string
+	for _, name := range []string{"ana", "bo", "cy"} {
+		m := store.Member{ID: "mem_" + name, ProjectID: "prj_bench", Name: name, Role: approvals.RoleApprover, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		if err := plain.CreateMember(ctx, m); err != nil {
+			tb.Fatal(err)
+		}
+		finance = append(finance, m.ID)
+		voters = append(voters, approvals.Actor{ProjectID: "prj_bench", Role: m.Role, ID: "key_" + name, Name: name, MemberID: m.ID})
+	}
+	if err := plain.CreateGroup(ctx, store.Group{ProjectID: "prj_bench", Name: "finance", Members: finance, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(benchHandlers), Config: []byte(benchConfig)}); err != nil {
 		tb.Fatal(err)
 	}
-	return gatedBench{eng: eng, plain: plain, m: m, actor: actor}
+	return gatedBench{eng: eng, plain: plain, m: m, actor: actor, voters: voters[:2]}
 }
 
-func benchGatedRun(b *testing.B, kind string) {
+func benchGatedRun(b *testing.B, agent, kind string) {
 	g := newGatedBench(b)
 	ctx := context.Background()
 	eng, plain, m, actor := g.eng, g.plain, g.m, g.actor
@@ -155,7 +184,7 @@ func benchGatedRun(b *testing.B, kind string) {
 		}
 		var r store.Run
 		phase(func() (err error) {
-			r, _, err = eng.StartRun(ctx, actor, engine.StartParams{Agent: "gated3", Input: input, EndUserID: "u1"})
+			r, _, err = eng.StartRun(ctx, actor, engine.StartParams{Agent: agent, Input: input, EndUserID: "u1"})
 			return err
 		})
 		phase(func() error { return eng.Execute(ctx, r.ID) })
@@ -163,10 +192,16 @@ func benchGatedRun(b *testing.B, kind string) {
 		if err != nil || paused.Status != store.RunAwaitingApproval {
 			b.Fatalf("run %s is %s, want awaiting-approval (%v)", r.ID, paused.Status, err)
 		}
-		phase(func() error {
-			_, err := eng.Decide(ctx, actor, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true})
-			return err
-		})
+		deciders := []approvals.Actor{actor}
+		if agent == "quorum3" {
+			deciders = g.voters
+		}
+		for _, who := range deciders {
+			phase(func() error {
+				_, err := eng.Decide(ctx, who, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true})
+				return err
+			})
+		}
 		phase(func() error { return eng.Execute(ctx, r.ID) })
 		done, err := plain.GetRun(ctx, r.ID)
 		if err != nil || done.Status != store.RunSucceeded {
