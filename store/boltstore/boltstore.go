@@ -14,6 +14,7 @@
 //	projects          <project>                            Project
 //	apikeys           <project> <keyID>                    APIKey
 //	members           <project> <memberID>                 Member
+//	groups            <project> <name>                     Group
 //	deployments       <project> <version u64>              Deployment
 //	runs              <runID>                              Run
 //	events            <runID> <seq u64>                    Event
@@ -104,6 +105,7 @@ var (
 	bProjects    = []byte("projects")
 	bAPIKeys     = []byte("apikeys")
 	bMembers     = []byte("members")
+	bGroups      = []byte("groups")
 	bDeployments = []byte("deployments")
 	bRuns        = []byte("runs")
 	bEvents      = []byte("events")
@@ -126,7 +128,7 @@ var (
 	xRevokedUntil  = []byte("idx-revoked-until")
 
 	allBuckets = [][]byte{
-		bProjects, bAPIKeys, bMembers, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
+		bProjects, bAPIKeys, bMembers, bGroups, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 	}

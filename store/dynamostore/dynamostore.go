@@ -10,6 +10,7 @@
 //	key guard     P#<project>        KEY#<keyID>         the hash of the key with that id             never
 //	owner count   P#<project>        OWNERS              active owner keys (n) and owner members (m)  never
 //	member        P#<project>        M#<member>          Member, the hashes of its keys (kh)          never
+//	group         P#<project>        G#<name>            Group (its member ids), its version (ver)    never
 //	api key       KEY#<hash>         K                   APIKey (the auth path: one GetItem)          never
 //	deployment    P#<project>        D#<version>         Deployment                                   never
 //	idempotency   P#<project>        I#<key>             the run created with that key                the run's keep
@@ -75,6 +76,18 @@
 //	                          an active owner key)
 //	ListMembers               Query guards; BatchGetItem keys; Query member items
 //
+// Groups move no index entry either (see Groups below):
+//
+//	operation                 requests
+//	CreateGroup, no members   PutItem group (conditional on the name being free)
+//	CreateGroup               BatchGetItem member items (+ GetItem guard, key of an older key's member);
+//	                          TransactWriteItems: group item (name free), a check of each member
+//	UpdateGroup               GetItem group; [BatchGetItem the members it adds (as above)]; TransactWriteItems:
+//	                          group item (version as read), a check of each member it adds — or PutItem group
+//	                          (version as read) when it adds none
+//	DeleteGroup               DeleteItem group (conditional on it existing)
+//	GetGroup, ListGroups      GetItem group; Query group items
+//
 // An approval's state lives in two items, on purpose: the approval item is
 // the request (written once, with the pause), the run item's approval slot
 // holds the decisive state of the run's current approval (pending or the
@@ -133,10 +146,10 @@
 // constraints in CreateAPIKey (key id in its project and key hash) and in
 // CreateRun with an idempotency key (the key in its project and the run id),
 // an owner key with its project's owner count (an owner key's create, and
-// its revoke, conditional on another active owner key staying), and a
-// member with its keys (see Members). One cancelled because a concurrent
-// request held an item (TransactionConflict) is tried again after a short
-// pause.
+// its revoke, conditional on another active owner key staying), a member
+// with its keys (see Members), and a group with a check of each member it
+// adds (see Groups). One cancelled because a concurrent request held an
+// item (TransactionConflict) is tried again after a short pause.
 //
 // # Members
 //
@@ -169,6 +182,38 @@
 // from its keys. An older version does not move m when it creates or
 // revokes an owner key; after a rollout during which it did, removing the
 // OWNERS items' m attribute has it counted afresh.
+//
+// # Groups
+//
+// A group item holds the group, its member ids included (about 20 bytes
+// each, deflated with the rest: a full group of 100 with the longest
+// description is some 1.3 KB, TestGroupWriteRequests). A write that adds
+// members reads them (one BatchGetItem, one read unit each) and is one
+// transaction: the group item, put conditional on its name being free
+// (create) or on the version it was read at (update), and a condition
+// check of each member it adds that the member is still current — its
+// member item exists and has no removal (rm), or, for an older key's
+// member, its key exists and is not revoked. So a member removed between
+// the write's read and the write cannot slip in: the check fails, the
+// write reads again and refuses the member (store.GroupMemberError).
+// Members the group already had are not checked: a removed member may
+// stay in a group, and whoever counts votes filters removed members out.
+//
+// A transaction is billed twice the write units of each of its items,
+// condition checks included: 2 units per KB of the group item plus 2 per
+// member it adds (a member item is some 200 bytes, plus 70 per key of the
+// member). Creating a group of n members costs 2 + 2n units (a full group
+// 202), adding a member 4 (6 to a group over 1 KB). A write that adds no
+// member (a new empty group, a new description, members taken out) is
+// one conditional PutItem, 1 unit per KB, and a delete one DeleteItem.
+// Groups change seldom, and the engine only reads them, so none of this is
+// on the path of a run.
+//
+// One transaction takes at most 100 actions: the group item and 99
+// checks. The one write that can add more, setting all 100 members of a
+// full group at once, checks its last member by the strongly consistent
+// read alone: that member could slip in if removed in the moment between
+// (the engine still filters it out).
 //
 // # Retention
 //

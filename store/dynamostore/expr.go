@@ -131,3 +131,16 @@ func (e *expr) txPut(table string, it item) *types.Put {
 	}
 	return p
 }
+
+// txCheck is a check of e's condition inside a transaction, on the item at
+// k (e has no SET, REMOVE or ADD clauses).
+func (e *expr) txCheck(table string, k item) *types.ConditionCheck {
+	c := &types.ConditionCheck{TableName: aws.String(table), Key: k, ConditionExpression: aws.String(strings.Join(e.cond, " AND "))}
+	if len(e.names) > 0 {
+		c.ExpressionAttributeNames = e.names
+	}
+	if len(e.values) > 0 {
+		c.ExpressionAttributeValues = e.values
+	}
+	return c
+}
