@@ -215,6 +215,12 @@ func (s *Server) routes() {
 	s.handle("PATCH /v1/members/{id}", anyOf(approvals.ManageKeys), s.updateMember)
 	s.handle("DELETE /v1/members/{id}", anyOf(approvals.ManageKeys), s.removeMember)
 
+	s.handle("POST /v1/groups", anyOf(approvals.ManageKeys), s.createGroup)
+	s.handle("GET /v1/groups", anyOf(approvals.ReadMembers), s.listGroups)
+	s.handle("GET /v1/groups/{name}", anyOf(approvals.ReadMembers), s.getGroup)
+	s.handle("PATCH /v1/groups/{name}", anyOf(approvals.ManageKeys), s.updateGroup)
+	s.handle("DELETE /v1/groups/{name}", anyOf(approvals.ManageKeys), s.deleteGroup)
+
 	s.handle("POST /v1/keys", anyOf(approvals.ManageKeys), s.createKey)
 	s.handle("GET /v1/keys", anyOf(approvals.ManageKeys), s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", anyOf(approvals.ManageKeys), s.revokeKey)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,7 @@ type matrixFixture struct {
 	aliceDone api.Run // succeeded, end user alice
 	bobRun    api.Run // succeeded, end user bob
 	member    string  // a member of project A
+	group     string  // a group of project A
 }
 
 // newMember adds a viewer member to project A and returns its id.
@@ -49,6 +51,18 @@ func (w *world) newMember(name string) string {
 	var m api.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": name, "role": "viewer"}), 201).decode(&m)
 	return m.ID
+}
+
+// groupSeq numbers the groups newGroup makes.
+var groupSeq atomic.Int64
+
+// newGroup adds a group of project A with the members and returns its
+// name.
+func (w *world) newGroup(members ...string) string {
+	w.t.Helper()
+	var g api.Group
+	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": fmt.Sprintf("group-%d", groupSeq.Add(1)), "members": members}), 201).decode(&g)
+	return g.Name
 }
 
 func TestAuthorizationMatrix(t *testing.T) {
@@ -61,8 +75,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		bobRun:    w.wait(w.start("plain", "bob", nil).ID, "terminal"),
 	}
 	f.member = w.newMember("Ana Diaz")
+	f.group = w.newGroup(f.member)
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
+	groups := 0
+	freshGroup := func() string {
+		groups++
+		return fmt.Sprintf("fresh-%d", groups)
+	}
 	n := 0
 	freshRecord := func() string {
 		n++
@@ -134,6 +154,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
 		{"DELETE /v1/members/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/members/"+w.newMember("Dee"), c, nil)
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"POST /v1/groups", func(c string) *http.Request {
+			return w.request("POST", "/v1/groups", c, map[string]any{"name": freshGroup()})
+		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
+		{"GET /v1/groups", get("/v1/groups"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
+		{"GET /v1/groups/{name}", get("/v1/groups/" + f.group), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		{"PATCH /v1/groups/{name}", func(c string) *http.Request {
+			return w.request("PATCH", "/v1/groups/"+f.group, c, map[string]any{"description": "changed"})
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"DELETE /v1/groups/{name}", func(c string) *http.Request {
+			return w.request("DELETE", "/v1/groups/"+w.newGroup(), c, nil)
 		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
 		{"POST /v1/keys", func(c string) *http.Request {
 			return w.request("POST", "/v1/keys", c, map[string]any{"name": "ci", "role": "developer"})

@@ -19,7 +19,7 @@ func deepJSON(n int) string { return strings.Repeat("[", n) + strings.Repeat("]"
 func (w *world) snapshot() string {
 	w.t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/broker/notes?endUserId=alice"} {
+	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/groups", "/v1/broker/notes?endUserId=alice"} {
 		b.WriteString(path + " " + string(w.must(w.do("GET", path, w.owner, nil), 200).body))
 	}
 	return b.String()
@@ -117,6 +117,7 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 	run := w.awaiting("alice")
 	var ana api.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
+	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 201)
 	routes := []bodyRoute{
 		{"POST /v1/deployments", "/v1/deployments", [][2]string{{"bundle", quote(testHandlers)}, {"config", testConfig}}},
 		{"POST /v1/agents/{agent}/runs", "/v1/agents/plain/runs", [][2]string{{"endUserId", `"alice"`}, {"input", `{}`}}},
@@ -129,6 +130,8 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"POST /v1/keys", "/v1/keys", [][2]string{{"name", `"ci"`}, {"role", `"developer"`}}},
 		{"POST /v1/members", "/v1/members", [][2]string{{"name", `"Bo Li"`}, {"role", `"approver"`}}},
 		{"PATCH /v1/members/{id}", "/v1/members/" + ana.ID, [][2]string{{"name", `"Ana D."`}}},
+		{"POST /v1/groups", "/v1/groups", [][2]string{{"name", `"legal"`}, {"members", `["` + ana.ID + `"]`}}},
+		{"PATCH /v1/groups/{name}", "/v1/groups/finance", [][2]string{{"description", `"Refunds"`}, {"add", `["` + ana.ID + `"]`}}},
 	}
 	checkRouteTable(t, routes)
 	before := w.snapshot()

@@ -11,7 +11,7 @@ type Permission string
 // The permissions.
 const (
 	// ManageKeys: create, list and revoke API keys; add, change and remove
-	// members.
+	// members; create, change and delete groups of members.
 	ManageKeys Permission = "manage-keys"
 	// ReadMembers: list and read the project's members: names and roles
 	// (emails and keys only with ManageKeys).
