@@ -31,6 +31,9 @@
 //	GET    /v1/approvals/{id}                     owner, developer
 //	POST   /v1/approvals/{id}/approve             owner, developer
 //	POST   /v1/approvals/{id}/deny                owner, developer
+//	GET    /v1/rules                              owner, developer, approver, viewer (remembered decisions)
+//	GET    /v1/rules/{id}                         owner, developer, approver, viewer
+//	DELETE /v1/rules/{id}                         owner, developer, approver (revoke)
 //	POST   /v1/customer-tokens                    owner, developer
 //	POST   /v1/customer-tokens/revoke             owner, developer
 //	GET    /v1/broker/{collection}                owner, developer (?endUserId=), broker token
@@ -201,6 +204,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/approvals/{id}/approve", anyOf(approvals.Decide), s.approve)
 	s.handle("POST /v1/approvals/{id}/deny", anyOf(approvals.Decide), s.deny)
 
+	s.handle("GET /v1/rules", anyOf(approvals.ReadApprovals), s.listRules)
+	s.handle("GET /v1/rules/{id}", anyOf(approvals.ReadApprovals), s.getRule)
+	s.handle("DELETE /v1/rules/{id}", anyOf(approvals.Decide), s.revokeRule)
+
 	s.handle("POST /v1/customer-tokens", anyOf(approvals.RunAgents), s.createCustomerToken)
 	s.handle("POST /v1/customer-tokens/revoke", anyOf(approvals.RunAgents), s.revokeCustomerTokens)
 
@@ -286,7 +293,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "":
-		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
 		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID")
 		h.Set("Access-Control-Max-Age", "600")
 		sw.WriteHeader(http.StatusNoContent)

@@ -13,8 +13,8 @@ const (
 	// ManageKeys: create, list and revoke API keys; add, change and remove
 	// members; create, change and delete groups of members.
 	ManageKeys Permission = "manage-keys"
-	// ReadMembers: list and read the project's members: names and roles
-	// (emails and keys only with ManageKeys).
+	// ReadMembers: list and read the project's members (names and roles;
+	// emails and keys only with ManageKeys) and its groups.
 	ReadMembers Permission = "read-members"
 	// Deploy: deploy bundles and configs.
 	Deploy Permission = "deploy"

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"stead/approvals"
 	"stead/runtime/agent"
@@ -45,6 +48,10 @@ func (x *execution) requirements(ctx context.Context, v agent.Verdict, separateF
 				out[i].Eligible = append(out[i].Eligible, approvals.Voter{Member: m.ID, Name: m.Name})
 			}
 		}
+		// By name, as people look for themselves in a list.
+		slices.SortFunc(out[i].Eligible, func(a, b approvals.Voter) int {
+			return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Member, b.Member))
+		})
 	}
 	return out, nil
 }

@@ -180,14 +180,14 @@ type cutIn struct {
 func (c *cutIn) DecideApproval(ctx context.Context, p store.DecideParams) (approvals.Approval, store.Run, error) {
 	if d := p.Decision; !c.done && d.Status == approvals.Approved {
 		c.done = true
-		a, err := c.Store.GetApproval(ctx, d.ApprovalID)
+		a, err := c.GetApproval(ctx, d.ApprovalID)
 		if err != nil {
 			return a, store.Run{}, err
 		}
 		other := store.DecideParams{Decision: approvals.Decision{ProjectID: d.ProjectID, ApprovalID: a.ID, Status: approvals.Approved,
 			By: c.by.ID, ByName: c.by.Name, ByMember: c.by.MemberID, VoteVersion: a.VoteVersion, At: d.At},
 			RunStatus: store.RunQueued, Events: []store.Event{{Type: "approval.vote", At: d.At}}}
-		if _, _, err := c.Store.DecideApproval(ctx, other); err != nil {
+		if _, _, err := c.Store.DecideApproval(ctx, other); err != nil { // the store's, not this one
 			return a, store.Run{}, err
 		}
 	}
