@@ -22,6 +22,7 @@
 //	approvals         <approvalID>                         Approval
 //	broker            <project> <endUser> <coll> <key>     BrokerRecord
 //	revocations       <project> <endUser>                  CustomerRevocations
+//	rules             <project> <ruleID>                   approvals.Rule
 //
 //	idx-apikey-hash   <hash>                               apikeys key
 //	idx-run-project   <project> <createdAt> <runID>        all runs
@@ -35,6 +36,7 @@
 //	idx-apr-run       <run> <requestedAt> <id>             all approvals
 //	idx-apr-run-x     <run> <expiresAt> <id>               all approvals
 //	idx-revoked-until <until> <revocations key>            every revocation record
+//	idx-rule-scope    <project> <agent> <tool> <endUser> <ruleID>   every rule
 //
 // A member's keys are found by scanning its project's keys (a project has a
 // handful): a key holds its member's id, not the other way round. A key
@@ -131,6 +133,7 @@ var (
 		bProjects, bAPIKeys, bMembers, bGroups, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
+		bRules, xRuleScopes,
 	}
 )
 
