@@ -272,8 +272,14 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		if err := tool.ValidateInput(input); err != nil {
 			return reject("invalid-arguments", err.Error(), nil)
 		}
-		d := x.evaluate(tool.Name, input)
+		d, err := x.evaluate(ctx, tool, input)
+		if err != nil {
+			return err
+		}
 		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
+		if d.Remembered != "" {
+			policy["remembered"] = d.Remembered
+		}
 		switch d.Outcome {
 		case agent.Deny:
 			msg := fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason)

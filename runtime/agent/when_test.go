@@ -1,0 +1,69 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"stead/runtime/agent"
+)
+
+func TestCompileWhen(t *testing.T) {
+	t.Parallel()
+	w, err := agent.CompileWhen(json.RawMessage(`{"required": ["amount"], "properties": {"amount": {"type": "number", "maximum": 50}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		input string
+		want  bool
+	}{
+		{`{"amount": 20}`, true},
+		{`{"amount": 50.5}`, false},
+		{`{"amount": "20"}`, false},
+		{`{"orderId": "o-1"}`, false},
+	} {
+		v, err := agent.DecodeJSON([]byte(c.input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Allows(v); got != c.want {
+			t.Errorf("Allows(%s) = %v, want %v", c.input, got, c.want)
+		}
+	}
+	for _, c := range []struct{ schema, want string }{
+		{`{"properties": {"amount": {"maximum": "50"}}}`, "/properties/amount/maximum"},
+		{`{"$ref": "other.json"}`, "does not load"},
+		{`[{"type": "object"}]`, "must be a JSON Schema object"},
+		{`{"type": "object", "type": "array"}`, "more than once"},
+	} {
+		_, err := agent.CompileWhen(json.RawMessage(c.schema))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CompileWhen(%s): error %v, want one saying %q", c.schema, err, c.want)
+		}
+	}
+}
+
+// BenchmarkCompileWhen: what compiling a remembered decision's schema
+// costs against checking an input with it, the figure that says whether
+// the engine should cache compiled schemas (a gated call that may be
+// remembered already waits on a store read).
+func BenchmarkCompileWhen(b *testing.B) {
+	raw := json.RawMessage(`{"required": ["amount"], "properties": {"amount": {"type": "number", "maximum": 50}, "orderId": {"type": "string", "pattern": "^o-[0-9]+$"}}}`)
+	input, _ := agent.DecodeJSON([]byte(`{"orderId": "o-12", "amount": 20}`))
+	b.Run("compile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := agent.CompileWhen(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	w, _ := agent.CompileWhen(raw)
+	b.Run("allows", func(b *testing.B) {
+		for b.Loop() {
+			if !w.Allows(input) {
+				b.Fatal("not allowed")
+			}
+		}
+	})
+}
