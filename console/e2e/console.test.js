@@ -12,7 +12,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import {
   chromiumMissing, launchBrowser, openPage, startStead, signIn, screenshot, markPage, wasReloaded,
-  deployWithTimeout, serveStatic, WAIT,
+  deployWithTimeout, deployRefunds, addMember, asKey, serveStatic, WAIT,
 } from "./harness.js";
 
 const missing = chromiumMissing();
@@ -44,6 +44,29 @@ async function until(what, fn) {
 
 async function runStatus(stead, runId) {
   return (await stead.api("GET", `/v1/runs/${runId}`)).status;
+}
+
+// holdQueue makes the page's pending queue keep the answer it first got
+// until release() is called (then it reads the API again): the page shows
+// an approval as a reviewer saw it a moment before someone else acted.
+async function holdQueue(page) {
+  let held = true, first = null;
+  await page.route(/\/v1\/approvals\?/, async (route) => {
+    if (!held) return route.continue();
+    if (!first) first = await (await route.fetch()).json();
+    return route.fulfill({ json: first });
+  });
+  return { release() { held = false; } };
+}
+
+// quorumSetup adds members with keys and a group of them, and deploys the
+// example with refundOrder approved by min of that group.
+async function quorumSetup(stead, group, names, min) {
+  const members = [];
+  for (const name of names) members.push(await addMember(stead, name));
+  await stead.api("POST", "/v1/groups", { name: group, members: members.map((m) => m.id) });
+  await deployRefunds(stead, "refunds-" + group, { approvers: { group, min } });
+  return members;
 }
 
 test("sign in; a run started with the CLI appears as a pending approval; approving it shows the run succeeded without a reload", opts, async (t) => {
@@ -356,6 +379,8 @@ test("readable at 360 px: no page scrolls sideways", opts, async (t) => {
     ["23-narrow-run", `#/runs/${run.id}`, '.ev[data-type="approval.requested"]'],
     ["24-narrow-runs", "#/runs", ".run-row"],
     ["25-narrow-deployments", "#/deployments", ".version"],
+    ["26-narrow-members", "#/members", "tr.member"],
+    ["27-narrow-groups", "#/groups", "#create-group-title"],
   ];
   for (const [name, hash, ready] of pages) {
     await page.goto(stead.url + "/console/" + hash);
@@ -395,4 +420,239 @@ test("an approver member: the console shows only approvals, and names them when 
   const decided = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
   assert.equal(decided.decidedByName, "Ana Diaz");
   assert.equal(decided.decidedBy, ana.key.id);
+});
+
+test("quorum: two of finance approve; after the first vote the run still waits, the second resumes it", opts, async (t) => {
+  const stead = await startStead(t);
+  const [ana, bo] = await quorumSetup(stead, "finance", ["Ana Diaz", "Bo Li"], 2);
+  const run = await stead.startRefund("o-1001");
+  assert.equal(run.status, "awaiting-approval");
+
+  // The owner is not in finance: told so, and offered nothing to click.
+  const owner = await openPage(t, browser);
+  await signIn(owner, stead);
+  const oc = card(owner, run.id);
+  await oc.getByText("You are not among the approvers of this approval").waitFor();
+  assert.equal(await oc.getByRole("button", { name: "Approve", exact: true }).isDisabled(), true);
+  assert.equal(await oc.getByRole("button", { name: "Deny" }).isDisabled(), true);
+
+  const first = await openPage(t, browser);
+  await signIn(first, { ...stead, key: ana.key });
+  const c = card(first, run.id);
+  await c.locator('.chip[data-group="finance"]').getByText("0/2 finance").waitFor();
+  await c.locator(".quorum__text").getByText(/^0 of 2 from finance — waiting on (Ana Diaz, Bo Li|Bo Li, Ana Diaz)$/).waitFor();
+  await c.getByRole("button", { name: "Approve", exact: true }).click();
+  await c.getByText("Your vote is counted; waiting on Bo Li.").waitFor();
+  await c.locator(".quorum__text").getByText("1 of 2 from finance — waiting on Bo Li", { exact: true }).waitFor();
+  await c.locator(".chip").getByText("1/2 finance").waitFor();
+  // Still pending, in the list, and the run still waits.
+  assert.equal(await c.getAttribute("data-status"), "pending");
+  assert.equal(await c.locator(".badge", { hasText: "Pending" }).count(), 1);
+  assert.equal(await c.getByRole("button", { name: "Approve", exact: true }).isDisabled(), true, "Approve is offered twice");
+  assert.equal(await runStatus(stead, run.id), "awaiting-approval");
+  await screenshot(first, "28-quorum-first-vote");
+
+  // The approval's page: who was counted, who it waits on, each vote.
+  await c.getByRole("link", { name: run.approval.id }).click();
+  const d = first.locator(`article.approval[data-approval-id="${run.approval.id}"]`);
+  await d.locator('.req[data-group="finance"] .req__counted').getByText("Ana Diaz").waitFor();
+  await d.locator('.req[data-group="finance"] .req__counted').getByText("(you)").waitFor();
+  await d.locator('.req[data-group="finance"] .req__waiting').getByText("Bo Li").waitFor();
+  await d.locator(`.votes li[data-member="${ana.id}"]`).getByText(/approved \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/).waitFor();
+  await screenshot(first, "29-quorum-detail");
+
+  const second = await openPage(t, browser);
+  await signIn(second, { ...stead, key: bo.key });
+  const c2 = card(second, run.id);
+  await c2.locator(".quorum__text").getByText("1 of 2 from finance — waiting on Bo Li", { exact: true }).waitFor();
+  await c2.getByRole("button", { name: "Approve", exact: true }).click();
+  await c2.locator(".badge", { hasText: "Approved" }).waitFor();
+  await c2.getByText("Quorum met: 2 of 2 from finance.").waitFor();
+  await c2.locator('.result [data-status="succeeded"]').waitFor();
+  assert.equal(await runStatus(stead, run.id), "succeeded");
+  await screenshot(second, "30-quorum-approved");
+
+  // The first member's page learns it was settled elsewhere.
+  await d.getByText("No longer in the pending queue").waitFor();
+  const decided = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
+  assert.equal(decided.status, "approved");
+  assert.deepEqual(decided.votes.map((v) => v.name), ["Ana Diaz", "Bo Li"]);
+  // The trace shows the vote and the approval with the quorum.
+  await second.goto(stead.url + `/console/#/runs/${run.id}`);
+  await second.locator('.ev[data-type="approval.vote"]').getByText("1 of 2 from finance").waitFor();
+  await second.locator('.ev[data-type="approval.approved"]').getByText("2 of 2 from finance").waitFor();
+});
+
+test("a vote lands only on the input shown: an edit by another approver is shown to review again; a second vote is refused in words", opts, async (t) => {
+  const stead = await startStead(t);
+  const [ana, bo, cy] = await quorumSetup(stead, "finance", ["Ana Diaz", "Bo Li", "Cy Ng"], 3);
+  const run = await stead.startRefund("o-1002", { reason: "late" });
+  const shown = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
+
+  // Ana reads the approval; before she decides, Bo edits its input (his
+  // vote counts for the edit).
+  const page = await openPage(t, browser);
+  const held = await holdQueue(page);
+  await signIn(page, { ...stead, key: ana.key });
+  const c = card(page, run.id);
+  await c.getByText('"reason": "late"').waitFor();
+  const edit = await asKey(stead, bo.key, "POST", `/v1/approvals/${run.approval.id}/approve`,
+    { input: { orderId: "o-1002", reason: "edited by Bo" }, inputDigest: shown.inputDigest });
+  assert.equal(edit.status, 200, JSON.stringify(edit.doc));
+  assert.equal(edit.doc.status, "pending");
+
+  // Her approve names the input she saw: refused, nothing decided, and the
+  // card shows the new input and says why.
+  await c.getByRole("button", { name: "Approve", exact: true }).click();
+  held.release();
+  const changed = c.locator(".changed");
+  await changed.getByText("The input was edited by another approver (Bo Li); review it again.").waitFor();
+  await changed.getByText("approval_changed").waitFor();
+  await c.locator(".input").getByText('"reason": "edited by Bo"').waitFor();
+  await c.locator(".quorum__text").getByText(/^1 of 3 from finance — waiting on/).waitFor();
+  const after = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
+  assert.equal(after.status, "pending");
+  assert.deepEqual(after.votes.map((v) => v.name), ["Bo Li"]);
+  await screenshot(page, "31-approval-changed");
+
+  // A second tab of hers, read now; she approves the new input in the first.
+  const other = await openPage(t, browser);
+  const heldOther = await holdQueue(other);
+  await signIn(other, { ...stead, key: ana.key });
+  const oc = card(other, run.id);
+  await oc.getByText('"reason": "edited by Bo"').waitFor();
+  await c.getByRole("button", { name: "Approve", exact: true }).click();
+  await c.getByText("Your vote is counted; waiting on Cy Ng.").waitFor();
+
+  // The second tab did not see her vote: the API's refusal, in its words.
+  await oc.getByRole("button", { name: "Approve", exact: true }).click();
+  heldOther.release();
+  const refusal = oc.getByRole("alert");
+  await refusal.getByText("Already voted:").waitFor();
+  await refusal.getByText(/you have already approved apr_\w+; it still needs 2 of 3 from finance — waiting on Cy Ng/).waitFor();
+  await oc.getByText("Your vote is counted; waiting on Cy Ng.").waitFor();
+  assert.equal(await oc.getAttribute("data-status"), "pending");
+  await screenshot(other, "32-already-voted");
+
+  // Cy's vote completes it; the run refunds with Bo's edit.
+  const last = await asKey(stead, cy.key, "POST", `/v1/approvals/${run.approval.id}/approve`, { inputDigest: after.inputDigest });
+  assert.equal(last.doc.status, "approved", JSON.stringify(last.doc));
+  await until("the run to succeed", async () => (await runStatus(stead, run.id)) === "succeeded");
+  assert.equal((await stead.api("GET", `/v1/runs/${run.id}`)).output.reason, "edited by Bo");
+});
+
+test("a requirement that cannot be met says so, and can be denied", opts, async (t) => {
+  const stead = await startStead(t);
+  const [ana] = await quorumSetup(stead, "legal", ["Ana Diaz"], 2);
+  const run = await stead.startRefund("o-1003");
+  const page = await openPage(t, browser);
+  await signIn(page, { ...stead, key: ana.key });
+  const c = card(page, run.id);
+  await c.locator('.chip[data-quorum="short"]').getByText("0/2 legal").waitFor();
+  await c.locator(".quorum__short").getByText("cannot be met: only 1 eligible — deny it or let it expire.").waitFor();
+  await screenshot(page, "33-quorum-short");
+  await c.getByLabel(/^Note/).fill("legal has one reviewer");
+  await c.getByRole("button", { name: "Deny" }).click();
+  await c.locator(".badge", { hasText: "Denied" }).waitFor();
+  await until("the run to fail", async () => (await runStatus(stead, run.id)) === "failed");
+});
+
+test("members and groups: the owner adds, changes and removes members and manages a group; errors sit next to their fields; others read", opts, async (t) => {
+  const stead = await startStead(t);
+  const ana = await addMember(stead, "Ana Diaz", { email: "ana@example.com" });
+  const page = await openPage(t, browser);
+  await signIn(page, stead);
+
+  await page.getByRole("link", { name: "Members", exact: true }).click();
+  const anaRow = page.locator(`tr.member[data-member-id="${ana.id}"]`);
+  await anaRow.getByText("ana@example.com").waitFor();
+  await anaRow.getByText("1 key", { exact: true }).waitFor();
+
+  // Add a member with a key: a bad email is named next to the email field.
+  const form = page.locator("form", { has: page.getByRole("heading", { name: "Add a member" }) });
+  await form.getByLabel("Name", { exact: true }).fill("Cy Ng");
+  await form.getByLabel("Email (optional)").fill("cy.example.com");
+  await form.getByLabel("Role").selectOption("approver");
+  await form.getByRole("button", { name: "Add member" }).click();
+  await form.locator('[data-field="email"] .field__error').getByText(/must be an email address like ana@example.com/).waitFor();
+  assert.equal(await form.getByLabel("Email (optional)").getAttribute("aria-invalid"), "true");
+  await screenshot(page, "34-members-field-error");
+  await form.getByLabel("Email (optional)").fill("cy@example.com");
+  await form.getByRole("button", { name: "Add member" }).click();
+  await form.getByText("was added as approver.").waitFor();
+  const secret = await form.getByLabel(/^API key of Cy Ng .* shown this once/).inputValue();
+  assert.match(secret, /^stk_/);
+  const me = await asKey(stead, secret, "GET", "/v1/me");
+  assert.equal(me.doc.memberName, "Cy Ng");
+  const cy = page.locator("tr.member", { hasText: "Cy Ng" });
+  await cy.getByText("1 key", { exact: true }).waitFor();
+
+  // Change her role; then remove her, after a confirmation.
+  await cy.getByLabel("Role of Cy Ng").selectOption("viewer");
+  await cy.getByRole("button", { name: "Change role" }).click();
+  await page.locator('tr.member[data-role="viewer"]', { hasText: "Cy Ng" }).waitFor();
+  await page.getByRole("button", { name: "Remove Cy Ng" }).click();
+  await page.getByRole("group", { name: "Confirm removing Cy Ng" }).getByRole("button", { name: "Remove Cy Ng" }).click();
+  await page.locator('tr.member[data-removed="true"]', { hasText: "Cy Ng" }).getByText("removed", { exact: true }).waitFor();
+  assert.equal((await asKey(stead, secret, "GET", "/v1/me")).status, 401, "a removed member's key still works");
+
+  // The last owner cannot stop being one: said next to the role.
+  const ownerId = (await stead.api("GET", "/v1/me")).memberId;
+  const ownerRow = page.locator(`tr.member[data-member-id="${ownerId}"]`);
+  await ownerRow.getByText("(you)").waitFor();
+  await ownerRow.locator("select").selectOption("developer");
+  await ownerRow.getByRole("button", { name: "Change role" }).click();
+  await ownerRow.locator(".field__error").getByText(/last owner; make another member an owner/).waitFor();
+  await screenshot(page, "35-members");
+
+  // Groups: a bad name is named next to the name field; then create one.
+  await page.getByRole("link", { name: "Groups", exact: true }).click();
+  await page.getByText("No groups yet.").waitFor();
+  const create = page.locator("form", { has: page.getByRole("heading", { name: "Create a group" }) });
+  await create.getByLabel("Name", { exact: true }).fill("Finance Team");
+  await create.getByLabel("Ana Diaz (approver)").check();
+  await create.getByRole("button", { name: "Create group" }).click();
+  await create.locator('[data-field="name"] .field__error').getByText(/must start with a lowercase letter/).waitFor();
+  await create.getByLabel("Name", { exact: true }).fill("finance");
+  await create.getByLabel("Description (optional)").fill("Refunds over $500");
+  await create.getByRole("button", { name: "Create group" }).click();
+  const g = page.locator('article.group[data-group="finance"]');
+  await g.getByRole("list", { name: "Members of finance" }).getByText("Ana Diaz").waitFor();
+  await g.getByText("Refunds over $500").waitFor();
+  // The same name again is refused next to the name.
+  await create.getByLabel("Name", { exact: true }).fill("finance");
+  await create.getByRole("button", { name: "Create group" }).click();
+  await create.locator('[data-field="name"] .field__error').getByText(/group finance already exists/).waitFor();
+
+  // Add the owner, remove Ana.
+  await g.getByLabel("Add a member to finance").selectOption(ownerId);
+  await g.getByRole("button", { name: "Add", exact: true }).click();
+  await g.locator(`.group-member[data-member-id="${ownerId}"]`).waitFor();
+  await g.getByRole("button", { name: "Remove Ana Diaz from finance" }).click();
+  await g.locator(`.group-member[data-member-id="${ana.id}"]`).waitFor({ state: "detached" });
+  const stored = await stead.api("GET", "/v1/groups/finance");
+  assert.deepEqual(stored.members.map((m) => m.id), [ownerId]);
+  await g.getByRole("button", { name: "Add", exact: true }).waitFor();
+  await screenshot(page, "36-groups");
+
+  // An approver reads both pages, and is offered no change.
+  await stead.api("PATCH", "/v1/groups/finance", { add: [ana.id] });
+  const reader = await openPage(t, browser);
+  await signIn(reader, { ...stead, key: ana.key });
+  await reader.getByRole("link", { name: "Members", exact: true }).click();
+  await reader.locator(`tr.member[data-member-id="${ana.id}"]`).getByText("(you)").waitFor();
+  assert.equal(await reader.getByRole("heading", { name: "Add a member" }).count(), 0);
+  assert.equal(await reader.getByRole("button", { name: /^Remove/ }).count(), 0);
+  assert.equal(await reader.getByText("ana@example.com").count(), 0, "an approver sees emails");
+  await reader.getByRole("link", { name: "Groups", exact: true }).click();
+  await reader.locator('article.group[data-group="finance"]').getByText("Ana Diaz").waitFor();
+  assert.equal(await reader.getByRole("heading", { name: "Create a group" }).count(), 0);
+  assert.equal(await reader.getByRole("button").filter({ hasText: /Remove|Delete|Add/ }).count(), 0);
+  await screenshot(reader, "37-groups-read-only");
+
+  // Delete the group, after a confirmation.
+  await g.getByRole("button", { name: "Delete group finance" }).click();
+  await g.getByRole("button", { name: "Delete finance" }).click();
+  await page.getByText("No groups yet.").waitFor();
+  assert.equal((await stead.api("GET", "/v1/groups")).groups.length, 0);
 });

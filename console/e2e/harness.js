@@ -141,16 +141,39 @@ export async function startStead(t) {
   return stead;
 }
 
-// deployWithTimeout deploys a copy of examples/refunds whose refundOrder
-// approvals time out after `timeout`.
-export async function deployWithTimeout(stead, timeout) {
-  const dir = path.join(stead.dir, "refunds-quick");
+// deployRefunds deploys a copy of examples/refunds whose refunds agent's
+// refundOrder has the given approvals settings.
+export async function deployRefunds(stead, name, approvals) {
+  const dir = path.join(stead.dir, name);
   await mkdir(dir, { recursive: true });
   await cp(path.join(repoRoot, "examples/refunds/handlers.js"), path.join(dir, "handlers.js"));
   const cfg = JSON.parse(await readFile(path.join(repoRoot, "examples/refunds/stead.json"), "utf8"));
-  cfg.agents.refunds.tools.refundOrder.approvals = { timeout };
+  cfg.agents.refunds.tools.refundOrder.approvals = approvals;
   await writeFile(path.join(dir, "stead.json"), JSON.stringify(cfg, null, 2));
   return stead.cliJSON("deploy", dir);
+}
+
+// deployWithTimeout deploys a copy of examples/refunds whose refundOrder
+// approvals time out after `timeout`.
+export async function deployWithTimeout(stead, timeout) {
+  return deployRefunds(stead, "refunds-quick", { timeout });
+}
+
+// addMember adds a member with a key through the API (the owner key);
+// resolves the member with key, the key's secret, and keyId.
+export async function addMember(stead, name, { role = "approver", email } = {}) {
+  const m = await stead.api("POST", "/v1/members", { name, role, key: true, ...(email ? { email } : {}) });
+  return { ...m, key: m.key.key, keyId: m.key.id };
+}
+
+// asKey calls the API of stead with another key; resolves {status, doc}.
+export async function asKey(stead, key, method, p, body) {
+  const res = await fetch(stead.url + p, {
+    method,
+    headers: { Authorization: "Bearer " + key, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, doc: await res.json().catch(() => null) };
 }
 
 export async function launchBrowser() {

@@ -60,6 +60,8 @@ export async function call(method, path, { body, query, key = session.key, signa
 
 export const get = (path, query, opts = {}) => call("GET", path, { ...opts, query });
 export const post = (path, body, opts = {}) => call("POST", path, { ...opts, body });
+export const patch = (path, body, opts = {}) => call("PATCH", path, { ...opts, body });
+export const del = (path, opts = {}) => call("DELETE", path, opts);
 
 // streamEvents follows a run's trace live (Stead.events from /embed.js,
 // with the API key in the Authorization header).

@@ -1,6 +1,7 @@
 // The console: sign-in, the header and a hash router (#/approvals,
-// #/approvals/{id}, #/runs, #/runs/{id}, #/deployments). Each view renders
-// into <main> and returns a function that stops its timers and streams.
+// #/approvals/{id}, #/runs, #/runs/{id}, #/deployments, #/members,
+// #/groups). Each view renders into <main> and returns a function that
+// stops its timers and streams.
 
 import { h, replace, alertBox, showError } from "./dom.js";
 import { session, get, whenUnauthenticated } from "./api.js";
@@ -8,6 +9,9 @@ import { approvalsView, approvalView } from "./approvals.js";
 import { runsView } from "./runs.js";
 import { runView } from "./run.js";
 import { deploymentsView } from "./deployments.js";
+import { membersView } from "./members.js";
+import { groupsView } from "./groups.js";
+import { SECTIONS } from "./access.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -59,6 +63,12 @@ async function route() {
     case "deployments":
       stop = deploymentsView(ctx);
       break;
+    case "members":
+      stop = membersView(ctx);
+      break;
+    case "groups":
+      stop = groupsView(ctx);
+      break;
     default:
       replace(main, h("h1", { text: "Not found" }),
         h("p", {}, "There is no page here. ", h("a", { href: "#/approvals", text: "Go to the approvals" }), "."));
@@ -76,15 +86,6 @@ function navigate(hash, { replace: rep = false } = {}) {
     location.hash = hash;
   }
 }
-
-// The sections each role may open (approvals/access.go decides; an
-// approver lists approvals only, and reads a run from its approval).
-const SECTIONS = {
-  owner: ["approvals", "runs", "deployments"],
-  developer: ["approvals", "runs", "deployments"],
-  viewer: ["approvals", "runs", "deployments"],
-  approver: ["approvals"],
-};
 
 function renderHeader() {
   nav.hidden = false;
@@ -119,8 +120,8 @@ function renderSignin() {
     h("label", { for: "api-key", text: "API key" }),
     input,
     h("p", { id: "api-key-help", class: "help" },
-      "An owner or developer key (stk_…). ", h("code", { text: "stead dev" }),
-      " prints the owner key on first start, or create one with ", h("code", { text: "stead keys create" }),
+      "A project API key (stk_…) of an owner, developer, approver or viewer. ", h("code", { text: "stead dev" }),
+      " prints the owner key on first start; an owner adds a member with a key on the Members page or with ", h("code", { text: "stead members add NAME --role ROLE --key" }),
       ". It is kept in this tab only (session storage) and sent only in the Authorization header."),
     err,
     button);

@@ -1,9 +1,11 @@
 // Approvals: the pending queue (live countdowns, approve, deny, edit the
-// input, bulk approve), the decided and expired tabs, and one approval.
+// input, bulk approve, quorum progress and votes), the decided and expired
+// tabs, and one approval.
 
 import { h, replace, alertBox, showError, showMessage } from "./dom.js";
 import { get, post, enc } from "./api.js";
 import { ago, stamp, countdown, pretty, who } from "./format.js";
+import { hasQuorum, chips, isEligible, hasVoted, voteNoteText, progressLine, detail as quorumDetail } from "./quorum.js";
 
 const POLL_MS = 3000;
 const RUN_POLL_MS = 1000;
@@ -33,17 +35,33 @@ export function approvalView(ctx, id) {
   const slot = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
   replace(ctx.main, h("p", {}, h("a", { href: "#/approvals", text: "← Approvals" })), h("h1", { text: "Approval " + id }), err, slot);
   const live = liveRuns();
-  let card = null;
+  let card = null, stopped = false, inflight = false;
   const ticker = setInterval(() => card && card.tick && card.tick(), 1000);
   get(`/v1/approvals/${enc(id)}`).then((a) => {
-    card = a.status === "pending" ? pendingCard(a, { me: ctx.me, live, selectable: false }) : settledCard(a, ctx.me);
+    if (stopped) return;
+    card = a.status === "pending" ? pendingCard(a, { me: ctx.me, live, selectable: false, detail: true }) : settledCard(a, ctx.me);
     replace(slot, card.el);
   }).catch((e) => {
     slot.replaceChildren();
     showError(err, e);
   });
+  // While it waits, follow its votes (and edits) as the queue does.
+  const poll = setInterval(async () => {
+    if (stopped || inflight || document.hidden || !card || !card.pending || !card.pending()) return;
+    inflight = true;
+    try {
+      const a = await get(`/v1/approvals/${enc(id)}`);
+      if (stopped || !card.pending()) return;
+      if (a.status === "pending") card.update(a);
+      else card.setStale(true);
+    } catch { /* the next poll tries again; a decision gets the API's answer */ } finally {
+      inflight = false;
+    }
+  }, POLL_MS);
   return () => {
+    stopped = true;
     clearInterval(ticker);
+    clearInterval(poll);
     live.stop();
   };
 }
@@ -82,13 +100,14 @@ function pendingQueue(ctx, body) {
   function updateBulk() {
     for (const id of selected) {
       const c = cards.get(id);
-      if (!c || !c.pending() || c.editing()) selected.delete(id);
+      if (!c || !c.selectable()) selected.delete(id);
     }
     bulkButton.textContent = `Approve selected (${selected.size})`;
     bulkButton.disabled = selected.size === 0;
     // A card whose input is being edited is decided on its own: bulk
-    // approval would run the original input, not the edit on screen.
-    const selectable = [...cards.values()].filter((c) => c.pending() && !c.editing());
+    // approval would run the original input, not the edit on screen. Nor
+    // does it take approvals the member may not vote on, or has voted on.
+    const selectable = [...cards.values()].filter((c) => c.selectable());
     selectAll.checked = selectable.length > 0 && selectable.every((c) => selected.has(c.id));
     selectAll.disabled = selectable.length === 0;
   }
@@ -101,7 +120,7 @@ function pendingQueue(ctx, body) {
 
   function onSelectAll() {
     for (const c of cards.values()) {
-      if (!c.pending() || c.editing()) continue;
+      if (!c.selectable()) continue;
       c.setSelected(selectAll.checked);
       onSelect(c.id, selectAll.checked);
     }
@@ -121,6 +140,8 @@ function pendingQueue(ctx, body) {
         if (!c) {
           c = pendingCard(a, { me: ctx.me, live, selectable: true, onSelect, onDecided: updateBulk });
           cards.set(a.id, c);
+        } else {
+          c.update(a); // new votes, or an input another approver edited
         }
         c.setStale(false);
         desired.push(c.el);
@@ -152,10 +173,14 @@ function pendingQueue(ctx, body) {
   });
 
   function openBulk() {
-    const chosen = [...selected].map((id) => cards.get(id)).filter((c) => c && c.pending());
+    const chosen = [...selected].map((id) => cards.get(id)).filter((c) => c && c.selectable());
     if (chosen.length === 0) return;
     const note = h("textarea", { id: "bulk-note", rows: 2 });
     const results = new Map();
+    // Each approval is approved as the dialog shows it: should its input
+    // change meanwhile, the API refuses (approval_changed) and its card
+    // shows the new input.
+    const seen = new Map(chosen.map((c) => [c.id, c.approval.inputDigest]));
     const confirm = h("button", { type: "button", class: "btn btn--primary", text: `Approve ${chosen.length} ${chosen.length === 1 ? "call" : "calls"}` });
     const cancel = h("button", { type: "button", class: "btn", text: "Cancel", on: { click: () => dialog.close() } });
     const summary = h("p", { class: "msg msg--info", hidden: true, attrs: { role: "status" } });
@@ -169,6 +194,7 @@ function pendingQueue(ctx, body) {
         return h("li", { class: "bulk__item", data: { approvalId: a.id } },
           h("p", { class: "bulk__title" }, h("strong", { text: a.tool }), " · ", a.agent, " · end user ", h("span", { text: a.endUserId })),
           h("p", { class: "small" }, "Run ", h("code", { text: a.runId }), " · ", a.reason),
+          hasQuorum(a) ? h("p", { class: "small" }, "Approvers: ", a.progress) : null,
           h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool} for run ${a.runId}` } }),
           res);
       })),
@@ -178,12 +204,15 @@ function pendingQueue(ctx, body) {
     confirm.addEventListener("click", async () => {
       confirm.disabled = true;
       cancel.disabled = true;
-      let ok = 0;
+      let ok = 0, votes = 0;
       for (const c of chosen) {
         const res = results.get(c.id);
         showMessage(res, "info", "Approving…");
-        const out = await c.decide(true, { note: note.value });
-        if (out.ok) {
+        const out = await c.decide(true, { note: note.value, seen: seen.get(c.id) });
+        if (out.ok && out.vote) {
+          votes++;
+          showMessage(res, "ok", `Your vote is counted: ${out.approval.progress}.`);
+        } else if (out.ok) {
           ok++;
           showMessage(res, "ok", "Approved.");
         } else {
@@ -192,7 +221,8 @@ function pendingQueue(ctx, body) {
       }
       selected.clear();
       updateBulk();
-      showMessage(summary, ok === chosen.length ? "ok" : "error", `${ok} of ${chosen.length} approved.`);
+      showMessage(summary, ok + votes === chosen.length ? "ok" : "error",
+        `${ok} of ${chosen.length} approved.` + (votes ? ` ${votes} counted as your vote, still waiting on other approvers.` : ""));
       cancel.textContent = "Close";
       cancel.disabled = false;
       confirm.hidden = true;
@@ -284,16 +314,29 @@ export function statusBadge(status) {
 }
 
 // pendingCard is an approval waiting for a decision. opts: me, live,
-// selectable, onSelect(id, on), onDecided().
-function pendingCard(a, opts) {
+// selectable, detail (the approval's own page: the whole quorum),
+// onSelect(id, on), onDecided().
+//
+// Every decision carries the inputDigest of the approval as shown, so it
+// lands only on the input the reviewer sees; when the input changed
+// (another approver's edit), the card shows the new one and says so.
+function pendingCard(initial, opts) {
+  let a = initial; // the approval as shown
   const id = a.id;
+  const me = opts.me || {};
   let state = "pending"; // pending | deciding | decided | refused
   let stale = false;
+  let syntaxOk = true;
   const badge = h("span", { class: "badge badge--pending", text: "Pending" });
   const timer = h("span", { class: "countdown", attrs: { role: "timer", "aria-live": "off" } });
+  const chipsEl = h("span", { class: "chips" });
+  const quorumBox = h("div");
   const staleNote = h("p", { class: "msg msg--warn", hidden: true, attrs: { role: "status" } },
     "No longer in the pending queue: it was decided or expired elsewhere. A decision now gets the server's answer. ",
     h("button", { type: "button", class: "btn btn--quiet", text: "Dismiss", on: { click: () => el.parentElement && el.parentElement.dispatchEvent(new CustomEvent("approval-dismiss", { detail: id })) } }));
+  const changedNote = h("div", { class: "msg msg--warn changed", hidden: true, attrs: { role: "status" } });
+  const voteNote = h("p", { class: "msg msg--ok vote-note", hidden: true, attrs: { role: "status" } });
+  const ineligibleNote = h("p", { class: "msg msg--info", hidden: true });
   const noteId = `note-${id}`;
   const note = h("textarea", { id: noteId, rows: 2, attrs: { maxlength: 2000 } });
   const approveBtn = h("button", { type: "button", class: "btn btn--primary", text: "Approve", on: { click: () => decide(true) } });
@@ -324,12 +367,13 @@ function pendingCard(a, opts) {
     ? "Note (optional, recorded in the trace; on a deny the customer sees it)"
     : "Note (optional, recorded in the trace)";
   const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: noteLabel }), note, actions, editorBox);
+  const inputPre = h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool}` } });
 
   const el = h("article", { class: "card approval", data: { approvalId: id, runId: a.runId, status: "pending" }, attrs: { "aria-labelledby": `title-${id}` } },
     h("div", { class: "card__head" },
       check ? h("span", { class: "check" }, check, h("label", { for: `select-${id}`, class: "sr-only", text: `Select ${a.tool} for run ${a.runId}` })) : null,
       h("h2", { class: "card__title", id: `title-${id}`, text: a.tool }),
-      badge, timer),
+      badge, chipsEl, timer),
     facts([
       ["Agent", a.agent],
       ["End user", a.endUserId],
@@ -338,33 +382,89 @@ function pendingCard(a, opts) {
       ["Reason", a.reason],
       ["Requested", timeEl(a.requestedAt, ago(a.requestedAt))],
       ["Expires", timeEl(a.expiresAt)],
-      ["Approval", h("span", { class: "mono", text: id })],
+      ["Approval", opts.detail ? h("span", { class: "mono", text: id }) : h("a", { href: `#/approvals/${enc(id)}`, class: "mono", text: id })],
     ]),
-    h("div", { class: "input" }, h("h3", { text: "Input" }),
-      h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool}` } })),
-    staleNote, decisionBox, err, result);
+    quorumBox,
+    changedNote,
+    h("div", { class: "input" }, h("h3", { text: "Input" }), inputPre),
+    staleNote, voteNote, ineligibleNote, decisionBox, err, result);
 
-  function setBusy(on) {
-    for (const b of [approveBtn, denyBtn, editBtn, approveEdited, cancelEdit]) b.disabled = on;
+  // mayVote: whether the signed-in member is among the approvers (always,
+  // without approvers); voted: whether their approval of this input counts.
+  const mayVote = () => isEligible(a, me.memberId);
+  const voted = () => hasVoted(a, me.memberId);
+
+  // sync sets every control from the state: nothing is offered that the
+  // card knows the API would refuse.
+  function sync() {
+    const busy = state === "deciding";
     const editing = !editorBox.hidden;
-    if (editing) approveBtn.disabled = true; // only the edited input may go
-    if (check) check.disabled = on || editing || state !== "pending";
+    approveBtn.disabled = busy || editing || !mayVote() || voted();
+    denyBtn.disabled = busy || !mayVote();
+    editBtn.disabled = busy || !mayVote();
+    approveEdited.disabled = busy || !syntaxOk;
+    cancelEdit.disabled = busy;
+    if (check) {
+      check.disabled = busy || !selectable();
+      if (check.disabled && check.checked) {
+        check.checked = false;
+        opts.onSelect(id, false);
+      }
+    }
+  }
+
+  function selectable() {
+    return state === "pending" && editorBox.hidden && mayVote() && !voted();
+  }
+
+  // renderQuorum shows where the votes stand and what the reviewer may do.
+  function renderQuorum() {
+    if (!hasQuorum(a)) return;
+    replace(chipsEl, chips(a));
+    replace(quorumBox, opts.detail ? quorumDetail(a, me) : progressLine(a));
+    const open = state === "pending" || state === "deciding";
+    voteNote.hidden = !open || !voted();
+    if (!voteNote.hidden) voteNote.textContent = voteNoteText(a);
+    ineligibleNote.hidden = !open || mayVote();
+    if (!ineligibleNote.hidden) {
+      ineligibleNote.textContent = "You are not among the approvers of this approval: only the members it waits on may approve or deny it.";
+    }
+  }
+
+  // show replaces what the card shows with next, the approval as it is
+  // now; it reports whether the input changed.
+  function show(next) {
+    const changed = next.inputDigest !== a.inputDigest;
+    a = next;
+    if (changed) {
+      inputPre.textContent = pretty(a.input);
+      editor.value = pretty(a.input);
+      if (!editorBox.hidden) checkSyntax();
+    }
+    renderQuorum();
+    sync();
+    return changed;
+  }
+
+  // tellChanged says that another approver edited the input.
+  function tellChanged(refused) {
+    const by = hasQuorum(a) && a.votes && a.votes.length ? a.votes[0].name : "";
+    changedNote.hidden = false;
+    replace(changedNote,
+      h("p", {}, h("strong", { text: `The input was edited by another approver${by ? ` (${by})` : ""}; review it again.` })),
+      h("p", { text: refused
+        ? "Nothing was decided: your decision was for the input shown before. The input below is the one it has now."
+        : "The input below is the one it has now." + (hasQuorum(a) ? " Earlier votes were reset; the editor's vote counts for the new input." : "") }),
+      refused ? h("p", { class: "msg__code" }, "code ", h("code", { text: "approval_changed" })) : null);
   }
 
   function toggleEditor() {
     const open = editorBox.hidden;
     editorBox.hidden = !open;
     editBtn.setAttribute("aria-expanded", String(open));
-    approveBtn.disabled = open;
-    if (check) {
-      // While the input is edited, the card leaves the bulk selection: bulk
-      // approval would run the original input, not the edit.
-      if (open && check.checked) {
-        check.checked = false;
-        opts.onSelect(id, false);
-      }
-      check.disabled = open || state !== "pending";
-    }
+    // While the input is edited, the card leaves the bulk selection (sync):
+    // bulk approval would run the original input, not the edit.
+    sync();
     if (open) {
       checkSyntax();
       editor.focus();
@@ -379,14 +479,14 @@ function pendingCard(a, opts) {
       JSON.parse(editor.value);
       syntax.textContent = "Valid JSON. The tool's input schema is checked when you approve.";
       syntax.className = "syntax small ok";
-      approveEdited.disabled = false;
-      return true;
+      syntaxOk = true;
     } catch (e) {
       syntax.textContent = "Not valid JSON: " + e.message;
       syntax.className = "syntax small bad";
-      approveEdited.disabled = true;
-      return false;
+      syntaxOk = false;
     }
+    approveEdited.disabled = !syntaxOk || state === "deciding";
+    return syntaxOk;
   }
 
   async function approveEdit() {
@@ -395,44 +495,86 @@ function pendingCard(a, opts) {
     if (!out.ok && out.error.code === "invalid_argument") editor.focus();
   }
 
-  // decide sends the decision and updates the card. Resolves {ok, error}.
-  async function decide(approve, { note: noteText, input } = {}) {
+  // decide sends the decision and updates the card. Resolves {ok, error,
+  // approval, vote}: vote when it was a vote that did not settle it.
+  // seen is the inputDigest of the input the reviewer saw where that was
+  // not this card (the bulk dialog); by default the card's.
+  async function decide(approve, { note: noteText, input, seen } = {}) {
     if (state === "deciding" || state === "decided") return { ok: false, error: { message: "already decided here" } };
-    const body = { note: noteText !== undefined ? noteText : note.value };
+    const body = { note: noteText !== undefined ? noteText : note.value, inputDigest: seen || a.inputDigest };
     if (input !== undefined) body.input = input;
     state = "deciding";
-    setBusy(true);
+    sync();
     showError(err, null);
     showError(editErr, null);
+    changedNote.hidden = true;
     try {
       const decided = await post(`/v1/approvals/${enc(id)}/${approve ? "approve" : "deny"}`, body);
+      if (decided.status === "pending") {
+        // A vote, counted; the quorum is not met yet.
+        state = "pending";
+        if (!editorBox.hidden) toggleEditor();
+        note.value = "";
+        show(decided);
+        if (opts.onDecided) opts.onDecided();
+        return { ok: true, approval: decided, vote: true };
+      }
       markDecided(decided);
       return { ok: true, approval: decided };
     } catch (e) {
       if (e.code === "invalid_argument" && input !== undefined) {
         // The edit broke the tool's schema: nothing was decided.
         state = "pending";
-        setBusy(false);
+        sync();
         showError(editErr, e);
+      } else if (e.code === "approval_changed" || e.code === "already_voted") {
+        // Still pending: read it again and show what it is now.
+        state = "pending";
+        await reload(e);
       } else if (e.status === 409) {
-        state = "refused";
-        const st = (e.details && e.details.status) || "";
-        const known = ["approved", "denied", "expired", "cancelled"].includes(st);
-        setBadge(known ? st : "settled", known ? st[0].toUpperCase() + st.slice(1) : "Not pending");
-        timer.textContent = st === "expired" ? `expired ${ago(a.expiresAt)} — nobody decided in time` : "";
-        staleNote.hidden = true;
-        decisionBox.hidden = true;
-        el.dataset.status = st || "refused";
-        showError(err, e);
-        if (check) { check.checked = false; check.disabled = true; }
-        if (opts.onDecided) opts.onDecided();
+        refused(e, (e.details && e.details.status) || "");
       } else {
         state = "pending";
-        setBusy(false);
+        sync();
         showError(err, e);
       }
       return { ok: false, error: e };
     }
+  }
+
+  // reload reads the approval after a refusal that left it pending.
+  async function reload(e) {
+    let fresh;
+    try {
+      fresh = await get(`/v1/approvals/${enc(id)}`);
+    } catch {
+      sync();
+      showError(err, e);
+      return;
+    }
+    if (fresh.status !== "pending") {
+      refused(e, fresh.status);
+      return;
+    }
+    const changed = show(fresh);
+    if (e.code === "approval_changed" && changed) tellChanged(true);
+    else showError(err, e);
+  }
+
+  // refused settles the card after the API said it is no longer pending.
+  function refused(e, st) {
+    state = "refused";
+    const known = ["approved", "denied", "expired", "cancelled"].includes(st);
+    setBadge(known ? st : "settled", known ? st[0].toUpperCase() + st.slice(1) : "Not pending");
+    timer.textContent = st === "expired" ? `expired ${ago(a.expiresAt)} — nobody decided in time` : "";
+    staleNote.hidden = true;
+    decisionBox.hidden = true;
+    voteNote.hidden = true;
+    ineligibleNote.hidden = true;
+    el.dataset.status = st || "refused";
+    showError(err, e);
+    if (check) { check.checked = false; check.disabled = true; }
+    if (opts.onDecided) opts.onDecided();
   }
 
   function setBadge(kind, text) {
@@ -442,22 +584,25 @@ function pendingCard(a, opts) {
 
   function markDecided(d) {
     state = "decided";
+    a = d;
     el.dataset.status = d.status;
     setBadge(d.status, d.status === "approved" ? "Approved" : "Denied");
     timer.textContent = "";
     decisionBox.hidden = true;
     staleNote.hidden = true;
+    renderQuorum();
     if (check) { check.checked = false; check.disabled = true; }
-    const line = h("p", { class: "run-line" }, "Run ", runLink(a.runId), " ", h("span", { class: "muted", text: "updating…" }));
+    const line = h("p", { class: "run-line" }, "Run ", runLink(d.runId), " ", h("span", { class: "muted", text: "updating…" }));
     replace(result,
       h("p", {}, h("strong", { text: d.status === "approved" ? "Approved" : "Denied" }), ` by ${who(d.decidedBy, opts.me, d.decidedByName)} at ${stamp(d.decidedAt)}`,
         d.note ? [" — note: ", h("q", { text: d.note })] : null),
+      hasQuorum(d) && d.status === "approved" ? h("p", { class: "small", text: `Quorum met: ${d.progress}.` }) : null,
       d.originalInput ? h("p", { class: "small", text: "Approved with an edited input:" }) : null,
       d.originalInput ? h("pre", { class: "json", text: pretty(d.input) }) : null,
       line);
     result.hidden = false;
-    opts.live.watch(a.runId, (run, e) => {
-      if (e) replace(line, "Run ", runLink(a.runId), ": ", e.message);
+    opts.live.watch(d.runId, (run, e) => {
+      if (e) replace(line, "Run ", runLink(d.runId), ": ", e.message);
       else replace(line, ...runStatusLine(run));
     });
     if (opts.onDecided) opts.onDecided();
@@ -475,17 +620,28 @@ function pendingCard(a, opts) {
       timer.textContent = `expired ${ago(a.expiresAt)} — nobody decided in time`;
     }
   }
+  renderQuorum();
+  sync();
   tick();
 
   return {
-    id, el, approval: a, tick, decide,
+    id, el, tick, decide, selectable,
+    get approval() { return a; },
     pending: () => state === "pending",
     editing: () => !editorBox.hidden,
-    setSelected(on) { if (check) check.checked = on; },
+    setSelected(on) { if (check && !check.disabled) check.checked = on; },
+    // update shows the approval as a later read found it, while the card
+    // waits for a decision: new votes, or a new input (said so).
+    update(next) {
+      if (state !== "pending" || next.status !== "pending") return;
+      if (next.inputDigest === a.inputDigest && (next.votes || []).length === (a.votes || []).length && next.progress === a.progress) return;
+      if (show(next)) tellChanged(false);
+    },
     setStale(on) {
       if (stale === on || state !== "pending") return;
       stale = on;
       staleNote.hidden = !on;
+      voteNote.hidden = on || !voted();
       el.classList.toggle("card--stale", on);
     },
   };
@@ -520,9 +676,11 @@ function settledCard(a, me) {
   const el = h("article", { class: `card approval approval--${a.status}`, data: { approvalId: a.id, runId: a.runId, status: a.status } },
     h("div", { class: "card__head" },
       h("h2", { class: "card__title", text: a.tool }),
-      h("span", { class: `badge badge--${a.status}`, text: labels[a.status] || a.status })),
+      h("span", { class: `badge badge--${a.status}`, text: labels[a.status] || a.status }),
+      hasQuorum(a) ? h("span", { class: "chips" }, chips(a)) : null),
     outcome,
     facts(rows),
+    hasQuorum(a) ? quorumDetail(a, me) : null,
     a.originalInput
       ? h("div", { class: "input" },
         h("h3", { text: "Input (edited before approval)" }), h("pre", { class: "json", text: pretty(a.input) }),

@@ -86,8 +86,65 @@ function errorTitle(err) {
     case "not_found": return "Not found:";
     case "invalid_argument": return "Invalid:";
     case "network": return "Network:";
+    case "not_an_approver": return "Not an approver:";
+    case "already_voted": return "Already voted:";
+    case "approval_changed": return "Changed:";
+    case "conflict": return "Conflict:";
   }
   return "Error:";
+}
+
+// field is a labelled form control with a slot under it for what the API
+// says about it. name is the field as the API names it ("email"; a
+// problem with "members[1]" goes to the field named "members").
+export function field(name, label, control, { help } = {}) {
+  const slot = h("p", { id: control.id + "-error", class: "field__error", hidden: true });
+  const helpEl = help ? h("p", { id: control.id + "-help", class: "help", text: help }) : null;
+  control.setAttribute("aria-describedby", [helpEl && helpEl.id, slot.id].filter(Boolean).join(" "));
+  const el = h("div", { class: "field", data: { field: name } },
+    label ? h("label", { for: control.id, text: label }) : null, control, helpEl, slot);
+  return { name, el, control, slot };
+}
+
+// showFieldErrors shows err next to the fields it names, and in box what
+// names none of them (or an error about no field, such as a conflict; with
+// fallback, the name of the field such an error goes to). null clears.
+export function showFieldErrors(box, fields, err, { fallback } = {}) {
+  for (const f of fields) {
+    f.slot.hidden = true;
+    f.slot.replaceChildren();
+    f.control.removeAttribute("aria-invalid");
+  }
+  if (!err) {
+    showError(box, null);
+    return;
+  }
+  const problems = err.details && Array.isArray(err.details.fields) ? err.details.fields : [];
+  const rest = [];
+  let first = null;
+  const put = (f, message) => {
+    append(f.slot, [f.slot.childNodes.length ? " " : null, message]);
+    f.slot.hidden = false;
+    f.control.setAttribute("aria-invalid", "true");
+    first = first || f;
+  };
+  for (const p of problems) {
+    const f = fields.find((x) => x.name === String(p.field || "").split(/[.[]/)[0]);
+    if (f) put(f, /\[\d+\]/.test(p.field) ? `${p.field}: ${p.message}` : p.message);
+    else rest.push(p);
+  }
+  if (problems.length === 0 && fallback && err.code !== "network") {
+    const f = fields.find((x) => x.name === fallback);
+    if (f) put(f, err.message);
+  }
+  if (first && rest.length === 0) {
+    showError(box, null);
+  } else if (first) {
+    showError(box, { code: err.code, message: rest.map((p) => `${p.field}: ${p.message}`).join("; "), details: { fields: rest } });
+  } else {
+    showError(box, err);
+  }
+  if (first) first.control.focus();
 }
 
 export function showMessage(box, kind, ...content) {

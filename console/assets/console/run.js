@@ -131,6 +131,14 @@ function kv(k, v) {
   return h("p", { class: "ev__kv small" }, h("span", { class: "muted", text: k + " " }), v);
 }
 
+// tallies: an approval event's progress, "1 of 2 from finance — waiting
+// on Bo Li" (the engine's words; older traces hold the tallies).
+function tallies(progress) {
+  if (typeof progress === "string") return progress;
+  if (!Array.isArray(progress)) return "—";
+  return progress.map((t) => `${(t.counted || []).length} of ${t.min} from ${t.group}`).join("; ");
+}
+
 function idemKey(d) {
   return d.idempotencyKey ? kv("idempotency key", h("code", { class: "idem", text: d.idempotencyKey })) : null;
 }
@@ -192,14 +200,25 @@ function eventItem(ev, me) {
       body = [
         kv("approval", h("a", { href: `#/approvals/${enc(d.approvalId)}`, class: "mono", text: d.approvalId })),
         kv("expires", stamp(d.expiresAt)),
+        d.progress ? kv("approvers", tallies(d.progress)) : null,
         idemKey(d),
         h("p", { class: "ev__label small", text: "Input to review" }), json(d.input, "Input to review"),
+      ];
+      break;
+    case "approval.vote":
+      title = `Vote to approve by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
+      body = [
+        kv("approvers", tallies(d.progress)),
+        d.note ? kv("note", h("q", { text: d.note })) : null,
+        d.edited ? h("p", { class: "ev__label small", text: "Input edited with this vote; earlier votes were reset. The new input:" }) : null,
+        d.edited ? json(d.input, "Edited input") : null,
       ];
       break;
     case "approval.approved":
       kind = "ok";
       title = `Approved by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
       body = [
+        d.progress ? kv("approvers", tallies(d.progress)) : null,
         d.note ? kv("note", h("q", { text: d.note })) : null,
         d.edited ? h("p", { class: "ev__label small", text: "Input edited before approval; it runs with:" }) : null,
         d.edited ? json(d.input, "Edited input") : null,
