@@ -173,6 +173,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DELETE /v1/keys/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/keys/"+w.newKey("developer").ID, c, nil)
 		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"GET /v1/rules", get("/v1/rules"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
+		{"GET /v1/rules/{id}", get("/v1/rules/" + w.newRule("alice").ID), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		{"DELETE /v1/rules/{id}", func(c string) *http.Request {
+			return w.request("DELETE", "/v1/rules/"+w.newRule("alice").ID, c, nil)
+		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
 	}
 	for _, rt := range routes {
 		for i, p := range principals {

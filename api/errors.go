@@ -143,6 +143,7 @@ func translate(err error) *Error {
 	var editErr *engine.EditError
 	var cfgErr *agent.ConfigError
 	var filterErr *store.FilterError
+	var rememberErr *engine.RememberError
 	switch {
 	case errors.As(err, &filterErr):
 		return invalidField(filterErr.Field, "%s", filterErr.Problem())
@@ -152,6 +153,8 @@ func translate(err error) *Error {
 		return invalid(inputProblems("input", editErr.Err)...)
 	case errors.As(err, &cfgErr):
 		return configInvalid(cfgErr)
+	case errors.As(err, &rememberErr):
+		return rememberInvalid(rememberErr)
 	}
 	if be, ok := bundle.AsError(err); ok {
 		return bundleInvalid(be)
