@@ -246,9 +246,9 @@ func VoteMessage(a Approval, err error, verb string) string {
 		return fmt.Sprintf("approval %s can be %s only by its approvers (%s); ask one of them, or an owner to add you to the group before the next approval",
 			a.ID, verb, a.ProgressText())
 	case errors.Is(err, ErrAlreadyVoted):
-		return fmt.Sprintf("you have already approved %s; it still needs %s", a.ID, a.ProgressText())
+		return fmt.Sprintf("you have already approved %s; it stands at %s", a.ID, a.ProgressText())
 	case errors.Is(err, ErrChanged):
-		return fmt.Sprintf("approval %s changed since you read it (another vote or an edit of its input); read it again (stead approvals show %s) and decide on what it is now", a.ID, a.ID)
+		return fmt.Sprintf("approval %s changed since you read it: its input was edited by another approver; read it again (stead approval %s) and decide on what it is now", a.ID, a.ID)
 	}
 	return err.Error()
 }

@@ -162,6 +162,9 @@ type Event struct {
 	Step string `json:"step,omitempty"`
 	// Data is the event's payload, a JSON object.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Notify, on an event to append, puts its run in the outbox in the same
+	// write (see Webhooks): the event is a notification. It is not stored.
+	Notify bool `json:"-"`
 }
 
 // Step is the record of a completed step: written once, never overwritten.
@@ -452,8 +455,10 @@ type DecideParams struct {
 	// conditional on the stored state all the same, so a stale Read makes
 	// the decision lose, never win wrongly.
 	Read *approvals.Approval
-	// RunStatus is the run's new status: queued on approve (with LeaseUntil
-	// as its dispatch deadline), failed on deny or expiry, cancelled on cancel.
+	// RunStatus is the run's new status if the decision settles the
+	// approval: queued on approve (with LeaseUntil as its dispatch
+	// deadline), failed on deny or expiry, cancelled on cancel. A vote that
+	// does not settle leaves the run's status as it is.
 	RunStatus RunStatus
 	RunError  *RunError
 	// LeaseUntil is the queued run's dispatch deadline. The lease owner is
@@ -520,6 +525,8 @@ type Store interface {
 	// no such member; ErrLastOwner if it is the project's last active owner
 	// member, or holds its last active owner keys.
 	RemoveMember(ctx context.Context, projectID, id string, at time.Time) (Member, error)
+	Groups
+	Rules
 
 	// RevokeCustomerTokens records r until r.Until. Revoking a token twice
 	// keeps the later Until; of two IssuedBefore, the later one holds.
@@ -584,12 +591,19 @@ type Store interface {
 	ListDueApprovals(ctx context.Context, now time.Time, limit int) ([]approvals.Approval, error)
 	// DecideApproval settles an approval if p.Decision.Check allows it, and
 	// moves its run with it (status, error, events), in one conditional
-	// write. It returns the settled approval and the run. Errors:
+	// write. It returns the settled approval and the run. On an approval
+	// with requirements an approve is a vote (approvals.Decision.Apply):
+	// the write records it, appends p.Events and moves the run only if the
+	// vote settles the approval; the approval it returns is then still
+	// pending. Of concurrent votes on one version, one wins and the others
+	// get approvals.ErrChanged, so exactly one write settles. Errors:
 	// ErrNotFound for a missing or foreign approval; approvals.ErrNotPending
 	// (with the approval as it stands) if already settled;
 	// approvals.ErrExpired for an approve or deny past the deadline;
-	// approvals.ErrNotDue for an expiry before it; ErrConflict if the run is
-	// no longer awaiting this approval.
+	// approvals.ErrNotDue for an expiry before it; approvals.ErrSeparated,
+	// ErrNotEligible, ErrAlreadyVoted or ErrChanged (with the approval as
+	// it stands) as Check says; ErrConflict if the run is no longer
+	// awaiting this approval.
 	DecideApproval(ctx context.Context, p DecideParams) (approvals.Approval, Run, error)
 
 	// GetBrokerRecord returns a record or ErrNotFound.

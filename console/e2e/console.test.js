@@ -529,7 +529,7 @@ test("a vote lands only on the input shown: an edit by another approver is shown
   heldOther.release();
   const refusal = oc.getByRole("alert");
   await refusal.getByText("Already voted:").waitFor();
-  await refusal.getByText(/you have already approved apr_\w+; it still needs 2 of 3 from finance — waiting on Cy Ng/).waitFor();
+  await refusal.getByText(/you have already approved apr_\w+; it stands at 2 of 3 from finance — waiting on Cy Ng/).waitFor();
   await oc.getByText("Your vote is counted; waiting on Cy Ng.").waitFor();
   assert.equal(await oc.getAttribute("data-status"), "pending");
   await screenshot(other, "32-already-voted");

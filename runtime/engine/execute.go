@@ -327,8 +327,14 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts})
 			return stepOutput{}, x.fail(ctx, s.ID, CodeInvalidInput, err.Error())
 		}
-		d := x.evaluate(tool.Name, input)
+		d, err := x.evaluate(ctx, tool, input)
+		if err != nil {
+			return stepOutput{}, err
+		}
 		policy = map[string]any{"decision": string(d.Outcome), "reason": d.Reason}
+		if d.Remembered != "" {
+			policy["remembered"] = d.Remembered
+		}
 		switch d.Outcome {
 		case agent.Deny:
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy})
@@ -503,13 +509,18 @@ func (x *execution) record(step string, res jsvm.Result, tool string, callID any
 }
 
 // evaluate is the policy's verdict on a call; a call that asks because the
-// run is untrusted names what lowered the trust.
-func (x *execution) evaluate(tool string, input any) agent.Verdict {
-	d := x.agent.Evaluate(tool, input, x.run.Trust == store.Untrusted)
+// run is untrusted names what lowered the trust. A call that asks may be
+// let through by a remembered decision (remembered); the error is the
+// store's, reading them.
+func (x *execution) evaluate(ctx context.Context, tool *agent.Tool, input any) (agent.Verdict, error) {
+	d := x.agent.Evaluate(tool.Name, input, x.run.Trust == store.Untrusted)
 	if d.Untrusted && x.run.TrustOrigin != "" {
 		d.Reason += " (trust lowered by " + x.run.TrustOrigin + ")"
 	}
-	return d
+	if d.Outcome == agent.Ask {
+		return x.remembered(ctx, tool, input, d)
+	}
+	return d, nil
 }
 
 // lowerTrust makes the run untrusted. Trust only goes down; the first origin
@@ -566,7 +577,7 @@ func decidedBy(a approvals.Approval, data map[string]any) map[string]any {
 // an approval never lets a call through that policy denies (Engine.Decide refuses
 // such edits; this guards the input that is about to run).
 func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Verdict, bool) {
-	d := x.evaluate(tool.Name, input)
+	d := x.agent.Evaluate(tool.Name, input, x.run.Trust == store.Untrusted)
 	return d, d.Outcome == agent.Deny
 }
 
@@ -603,7 +614,7 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		data["separatedBy"] = a.SeparatedBy
 	}
 	if a.HasQuorum() {
-		data["approvers"] = a.Progress()
+		data["progress"] = a.ProgressText()
 		data["approversOn"] = v.ApproversOn
 	}
 	x.emit("approval.requested", s.ID, data)

@@ -134,6 +134,7 @@ var (
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 		bRules, xRuleScopes,
+		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, bOutbox,
 	}
 )
 

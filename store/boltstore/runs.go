@@ -113,8 +113,12 @@ func leased(st store.RunStatus) bool {
 	return st == store.RunQueued || st == store.RunRunning
 }
 
-// appendEvents stores events after seq last and returns the new last seq.
+// appendEvents stores events after seq last and returns the new last seq;
+// a run with events to notify (Event.Notify) enters the outbox with them.
 func appendEvents(tx *bolt.Tx, runID string, last int64, events []store.Event) (int64, error) {
+	if err := markOutbox(tx, runID, last+1, events); err != nil {
+		return 0, err
+	}
 	p := prefix(runID)
 	for _, e := range events {
 		last++

@@ -20,6 +20,7 @@
 //	approval      A#<approval>       A                   Approval (the request; settled lazily)       the run's keep
 //	broker        B#<p>:<user>:<coll> <key>              BrokerRecord                                 never
 //	revocations   CTR#<p>:<user>     R                   CustomerRevocations of one end user          its last revocation's end
+//	rule          RL#<p><scope>      <ruleID>            a remembered decision (see rules.go)         its expiry + Retention
 //
 // (ttl: the AttrTTL attribute, see Retention below.)
 //
@@ -34,6 +35,7 @@
 // Indexes (all sparse, names and key attributes exported as constants):
 //
 //	byProject  g1pk R#<project> | A#<project>  g1sk <createdAt|requestedAt>#<id>   runs and approvals of a project
+//	           g1pk RL#<project>               g1sk <ruleID>                       its remembered decisions (rules.go)
 //	pending    g2pk <project>                  g2sk <requestedAt>#<approval>       runs whose current approval is pending
 //	due        g3pk <shard>                    g3sk <expiresAt>#<approval>         the same, for the sweeper
 //	stall      g4pk <shard>                    g4sk <lease lower bound>#<run>      queued and running runs
@@ -55,6 +57,8 @@
 //	DecideApproval            BatchGetItem approval + run (none when the       ← pending, ← due; → stall when it queues
 //	                          caller hands its read); UpdateItem run (the      the run
 //	                          decision in the run's approval slot)
+//	DecideApproval, a vote    as above: UpdateItem run (the votes in the       as above when the vote settles; none
+//	that does not settle      slot, conditional on their count; events)        otherwise
 //	ListStalledRuns, sweep    Query stall (every shard); BatchGetItem runs     —
 //	ListDueApprovals          Query due (every shard); BatchGetItem            —
 //	                          approvals + runs

@@ -1,0 +1,428 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"stead/approvals"
+	"stead/store"
+)
+
+// Store is what the Notifier needs of the store.
+type Store interface {
+	ListOutbox(ctx context.Context, limit int) ([]store.OutboxEntry, error)
+	AckOutbox(ctx context.Context, runID string, throughSeq int64) error
+	GetRun(ctx context.Context, id string) (store.Run, error)
+	ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error)
+	GetApproval(ctx context.Context, id string) (approvals.Approval, error)
+	ListEndpoints(ctx context.Context, projectID string) ([]store.Endpoint, error)
+	GetEndpoint(ctx context.Context, projectID, id string) (store.Endpoint, error)
+	UpdateEndpoint(ctx context.Context, e store.Endpoint) (store.Endpoint, error)
+	PutDeliveries(ctx context.Context, ds []store.Delivery) error
+	ListDueDeliveries(ctx context.Context, now time.Time, limit int) ([]store.Delivery, error)
+	UpdateDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error)
+}
+
+// Config configures a Notifier.
+type Config struct {
+	Store Store
+	// Client sends deliveries; its transport must dial through the egress
+	// policy (egress.Policy.Transport). Its timeout is Timeout.
+	Client *http.Client
+	Now    func() time.Time
+	// PublicURL is where people reach Stead ("https://stead.example.com"):
+	// the base of console links.
+	PublicURL string
+	// Interval is how often the Notifier looks without being kicked
+	// (default 1 s).
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+// Notifier turns outbox entries into deliveries and delivers them. Any
+// number may run at once, in one process or many: fan-out is idempotent
+// and a delivery is taken with a conditional write before it is sent.
+type Notifier struct {
+	cfg  Config
+	kick chan struct{}
+	// busy serializes this Notifier's passes.
+	busy sync.Mutex
+}
+
+// New makes a Notifier.
+func New(cfg Config) *Notifier {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	return &Notifier{cfg: cfg, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks for a pass now: the engine calls it after a write that
+// notifies, so that deliveries go out without waiting for the interval.
+func (n *Notifier) Kick() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run makes passes until ctx ends: on every Kick and every Interval.
+func (n *Notifier) Run(ctx context.Context) {
+	t := time.NewTicker(n.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := n.Pass(ctx); err != nil && ctx.Err() == nil {
+			n.cfg.Log.Warn("notifier pass", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// batch bounds what one pass reads of each list.
+const batch = 100
+
+// lease is how long a taken delivery is someone's: past it, another
+// notifier tries it again.
+const lease = Timeout + 15*time.Second
+
+// Pass fans out what is in the outbox and makes the tries that are due.
+func (n *Notifier) Pass(ctx context.Context) error {
+	n.busy.Lock()
+	defer n.busy.Unlock()
+	return errors.Join(n.fanOut(ctx), n.deliverDue(ctx))
+}
+
+// fanOut turns each outbox entry's events into deliveries, then acks it.
+func (n *Notifier) fanOut(ctx context.Context) error {
+	entries, err := n.cfg.Store.ListOutbox(ctx, batch)
+	if err != nil {
+		return fmt.Errorf("list outbox: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := n.fanOutRun(ctx, e); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", e.RunID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Notifier) fanOutRun(ctx context.Context, e store.OutboxEntry) error {
+	run, err := n.cfg.Store.GetRun(ctx, e.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return n.cfg.Store.AckOutbox(ctx, e.RunID, 1<<62) // gone with its events
+	}
+	if err != nil {
+		return err
+	}
+	eps, err := n.cfg.Store.ListEndpoints(ctx, run.ProjectID)
+	if err != nil {
+		return err
+	}
+	through := e.FromSeq - 1
+	for {
+		events, err := n.cfg.Store.ListEvents(ctx, run.ID, through, batch)
+		if err != nil {
+			return err
+		}
+		var ds []store.Delivery
+		for _, ev := range events {
+			if !Notifies(ev.Type) {
+				continue
+			}
+			for _, ep := range eps {
+				if !ep.Wants(ev.Type, run.Agent) {
+					continue
+				}
+				d, err := n.delivery(ctx, ep, run, ev)
+				if err != nil {
+					return err
+				}
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) > 0 {
+			if err := n.cfg.Store.PutDeliveries(ctx, ds); err != nil {
+				return err
+			}
+		}
+		if len(events) > 0 {
+			through = events[len(events)-1].Seq
+		}
+		if len(events) < batch {
+			break
+		}
+	}
+	if err := n.cfg.Store.AckOutbox(ctx, run.ID, through); err != nil {
+		return err
+	}
+	n.Kick() // deliver them now
+	return nil
+}
+
+// delivery is the delivery of event ev of run to ep, due now.
+func (n *Notifier) delivery(ctx context.Context, ep store.Endpoint, run store.Run, ev store.Event) (store.Delivery, error) {
+	data, err := n.data(ctx, ep, run, ev)
+	if err != nil {
+		return store.Delivery{}, err
+	}
+	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At.UTC(), Data: data})
+	if err != nil {
+		return store.Delivery{}, err
+	}
+	now := n.cfg.Now()
+	return store.Delivery{
+		ID: MessageID(ep.ID, run.ID, ev.Seq), ProjectID: run.ProjectID, EndpointID: ep.ID,
+		RunID: run.ID, Seq: ev.Seq, Type: ev.Type, Body: body,
+		Status: store.DeliveryPending, NextAt: now, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}, nil
+}
+
+// Payload is the body of every delivery.
+type Payload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      Data      `json:"data"`
+}
+
+// Data is what an event says: ids, the agent, the tool, the reason, the
+// deadline, who decided, and a console link; the tool's input only for
+// an endpoint that includes it.
+type Data struct {
+	RunID      string `json:"runId,omitempty"`
+	Agent      string `json:"agent,omitempty"`
+	EndUserID  string `json:"endUserId,omitempty"`
+	RunStatus  string `json:"runStatus,omitempty"`
+	ApprovalID string `json:"approvalId,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// ExpiresAt is the approval's deadline.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Status is the approval's.
+	Status string `json:"status,omitempty"`
+	// Progress is a quorum's, in words.
+	Progress string `json:"progress,omitempty"`
+	// DecidedBy is the deciding key, DecidedByName its member.
+	DecidedBy     string `json:"decidedBy,omitempty"`
+	DecidedByName string `json:"decidedByName,omitempty"`
+	Note          string `json:"note,omitempty"`
+	// Error is a failed or cancelled run's.
+	Error *store.RunError `json:"error,omitempty"`
+	// Input is the call's input, for an endpoint with includeInput.
+	Input json.RawMessage `json:"input,omitempty"`
+	// ConsoleURL shows the approval or the run.
+	ConsoleURL string `json:"consoleUrl,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+func (n *Notifier) data(ctx context.Context, ep store.Endpoint, run store.Run, ev store.Event) (Data, error) {
+	d := Data{RunID: run.ID, Agent: run.Agent, EndUserID: run.EndUserID, RunStatus: string(run.Status)}
+	base := strings.TrimSuffix(n.cfg.PublicURL, "/") + "/console/#/"
+	if !strings.HasPrefix(ev.Type, "approval.") {
+		d.ConsoleURL = base + "runs/" + run.ID
+		if run.Status.Terminal() {
+			d.Error = run.Error
+		}
+		return d, nil
+	}
+	var ref struct {
+		ApprovalID string `json:"approvalId"`
+	}
+	if err := json.Unmarshal(ev.Data, &ref); err != nil || ref.ApprovalID == "" {
+		return d, fmt.Errorf("event %d (%s) names no approval", ev.Seq, ev.Type)
+	}
+	a, err := n.cfg.Store.GetApproval(ctx, ref.ApprovalID)
+	if err != nil {
+		return d, fmt.Errorf("get approval %s: %w", ref.ApprovalID, err)
+	}
+	d.ApprovalID, d.Tool, d.Reason, d.ExpiresAt, d.Status = a.ID, a.Tool, a.Reason, a.ExpiresAt, string(a.Status)
+	d.DecidedBy, d.DecidedByName, d.Note = a.DecidedBy, a.DecidedByName, a.Note
+	if a.HasQuorum() {
+		d.Progress = a.ProgressText()
+	}
+	if ep.IncludeInput {
+		d.Input = a.Input
+	}
+	d.ConsoleURL = base + "approvals/" + a.ID
+	return d, nil
+}
+
+// deliverDue makes the tries that are due.
+func (n *Notifier) deliverDue(ctx context.Context) error {
+	due, err := n.cfg.Store.ListDueDeliveries(ctx, n.cfg.Now(), batch)
+	if err != nil {
+		return fmt.Errorf("list due deliveries: %w", err)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, 8)
+	for _, d := range due {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := n.try(ctx, d); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("delivery %s: %w", d.ID, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// try takes a due delivery, sends it once, and records what happened.
+func (n *Notifier) try(ctx context.Context, d store.Delivery) error {
+	now := n.cfg.Now()
+	d.NextAt = now.Add(lease)
+	d.UpdatedAt = now
+	d, err := n.cfg.Store.UpdateDelivery(ctx, d)
+	if errors.Is(err, store.ErrConflict) {
+		return nil // another notifier took it
+	}
+	if err != nil {
+		return err
+	}
+	ep, err := n.cfg.Store.GetEndpoint(ctx, d.ProjectID, d.EndpointID)
+	if errors.Is(err, store.ErrNotFound) {
+		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+		_, err = n.cfg.Store.UpdateDelivery(ctx, d.Record(store.Attempt{At: now, Error: "the endpoint was deleted"}))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if ep.Disabled() {
+		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+		_, err = n.cfg.Store.UpdateDelivery(ctx, d.Record(store.Attempt{At: now, Error: "the endpoint is disabled: " + ep.DisabledReason}))
+		return err
+	}
+	a, retryAfter := n.send(ctx, ep, d)
+	d = d.Record(a)
+	d.UpdatedAt = n.cfg.Now()
+	ok := a.Status >= 200 && a.Status < 300
+	switch wait, more := Next(d.Tries, retryAfter); {
+	case ok:
+		d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
+	case a.Status == http.StatusGone || !more:
+		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+	default:
+		d.NextAt = a.At.Add(wait)
+	}
+	if _, err := n.cfg.Store.UpdateDelivery(ctx, d); err != nil {
+		return err
+	}
+	return n.endpointAfter(ctx, ep, a, ok)
+}
+
+// send POSTs a delivery once; the attempt, and the receiver's Retry-After.
+func (n *Notifier) send(ctx context.Context, ep store.Endpoint, d store.Delivery) (store.Attempt, time.Duration) {
+	start := n.cfg.Now()
+	a := store.Attempt{At: start}
+	headers, err := Headers(ep.Signing(start), d.ID, start, d.Body)
+	if err != nil {
+		a.Error = err.Error()
+		return a, 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		a.Error = err.Error()
+		return a, 0
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("User-Agent", "Stead-Webhooks/1")
+	t := time.Now()
+	resp, err := n.cfg.Client.Do(req)
+	a.LatencyMs = time.Since(t).Milliseconds()
+	if err != nil {
+		a.Error = err.Error()
+		return a, 0
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	a.Status = resp.StatusCode
+	a.Response = strings.ToValidUTF8(string(head), "\uFFFD")
+	return a, retryAfter(resp.Header.Get("Retry-After"), start)
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// endpointAfter keeps an endpoint's health: a success clears its failing
+// mark; a 410 disables it; a failure starts the mark, or disables the
+// endpoint once it has failed for FailingLimit.
+func (n *Notifier) endpointAfter(ctx context.Context, ep store.Endpoint, a store.Attempt, ok bool) error {
+	for range 5 {
+		next := ep
+		switch {
+		case ok && ep.FailingSince.IsZero():
+			return nil
+		case ok:
+			next.FailingSince = time.Time{}
+		case a.Status == http.StatusGone:
+			next.DisabledAt, next.DisabledReason = a.At, "it answered 410 Gone"
+		case ep.FailingSince.IsZero():
+			next.FailingSince = a.At
+		case a.At.Sub(ep.FailingSince) >= FailingLimit:
+			next.DisabledAt = a.At
+			next.DisabledReason = fmt.Sprintf("every delivery failed since %s", ep.FailingSince.UTC().Format(time.RFC3339))
+		default:
+			return nil
+		}
+		if ep.Disabled() {
+			return nil
+		}
+		next.UpdatedAt = n.cfg.Now()
+		_, err := n.cfg.Store.UpdateEndpoint(ctx, next)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if ep, err = n.cfg.Store.GetEndpoint(ctx, ep.ProjectID, ep.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
