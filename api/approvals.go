@@ -62,6 +62,24 @@ type approveRequest struct {
 	// saw it: the decision is refused (approval_changed) if the input has
 	// changed since (another approver's edit).
 	InputDigest string `json:"inputDigest"`
+	// Remember, when set, also remembers the decision (a rule that lets
+	// matching calls through for a while, /v1/rules).
+	Remember *rememberRequest `json:"remember"`
+}
+
+// rememberRequest is approve's "remember": {"for": "24h"}, and optionally
+// "exact": true (the approved input only) or "when" (a JSON Schema later
+// inputs must satisfy).
+type rememberRequest struct {
+	For   string          `json:"for"`
+	Exact bool            `json:"exact"`
+	When  json.RawMessage `json:"when"`
+}
+
+// approveResponse is the approved approval and, with remember, the rule.
+type approveResponse struct {
+	Approval
+	RememberedRule *Rule `json:"rememberedRule,omitempty"`
 }
 
 type denyRequest struct {
@@ -82,7 +100,34 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *caller) erro
 	if isNull(req.Input) {
 		req.Input = nil
 	}
-	return s.decide(w, r, c, engine.DecideParams{ApprovalID: r.PathValue("id"), Approve: true, Note: req.Note, Input: req.Input, Seen: req.InputDigest})
+	p := engine.DecideParams{ApprovalID: r.PathValue("id"), Approve: true, Note: req.Note, Input: req.Input, Seen: req.InputDigest}
+	if req.Remember == nil {
+		return s.decide(w, r, c, p)
+	}
+	rp := engine.RememberParams{Exact: req.Remember.Exact, When: req.Remember.When}
+	if isNull(rp.When) {
+		rp.When = nil
+	}
+	d, err := time.ParseDuration(req.Remember.For)
+	if err != nil || d <= 0 {
+		return invalidField("remember.for", `must be a duration longer than 0, like "1h" or "24h" (got %q)`, req.Remember.For)
+	}
+	rp.For = d
+	a, rule, err := s.engine.ApproveAndRemember(r.Context(), c.actor, p, rp)
+	if err != nil {
+		var re *engine.RememberError
+		if errors.As(err, &re) {
+			return err // the API's words for it, naming remember.<field>
+		}
+		return approvalError(p.ApprovalID, err, a, s.now(), "approved")
+	}
+	info, err := s.engine.GetRule(r.Context(), c.actor, rule.ID)
+	if err != nil {
+		return err
+	}
+	out := ruleOf(info)
+	writeJSON(w, http.StatusOK, approveResponse{Approval: approvalOf(a), RememberedRule: &out})
+	return nil
 }
 
 // deny: POST /v1/approvals/{id}/deny {note?} → 200 with the denied

@@ -175,16 +175,26 @@ func (a *app) printApproval(ap api.Approval) {
 type decideOptions struct {
 	note  string
 	input string
+	// remember, exact and when: approve's --remember DURATION,
+	// --exact-input and --when SCHEMA.
+	remember string
+	exact    bool
+	when     string
 }
 
 func (a *app) approveCommand() *cobra.Command {
 	var o decideOptions
 	cmd := &cobra.Command{
-		Use:   "approve ID... [--note TEXT] [--input JSON|@file]",
+		Use:   "approve ID... [--note TEXT] [--input JSON|@file] [--remember DURATION [--exact-input | --when JSON|@file]]",
 		Short: "Approve pending approvals; their runs resume",
 		Long: `Approve one or more pending approvals. Each run resumes with exactly the
 approved input. --input (only with one ID) replaces the call's input; it is
 checked against the tool's input schema first and recorded in the trace.
+--remember 24h also allows the same tool for the same end user again, without
+asking, for that long (where the tool's approvals.remember allows it): any
+input, only this one (--exact-input), or inputs matching a JSON Schema
+(--when). A remember that cannot be made decides nothing. See and revoke
+remembered decisions with stead rules.
 Prints one line per approval; exit status 1 if any was refused.`,
 		Args: minArgs(1, "approval ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -193,6 +203,9 @@ Prints one line per approval; exit status 1 if any was refused.`,
 	}
 	cmd.Flags().StringVar(&o.note, "note", "", "a note recorded with the decision")
 	cmd.Flags().StringVar(&o.input, "input", "", "approve with this input instead: JSON, or @file (one ID only)")
+	cmd.Flags().StringVar(&o.remember, "remember", "", "also allow matching calls again for this long, like 1h or 24h")
+	cmd.Flags().BoolVar(&o.exact, "exact-input", false, "with --remember: only this exact input")
+	cmd.Flags().StringVar(&o.when, "when", "", "with --remember: only inputs matching this JSON Schema (JSON, or @file)")
 	return cmd
 }
 
@@ -225,6 +238,23 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 		}
 		body["input"] = in
 	}
+	if o.remember == "" && (o.exact || o.when != "") {
+		return usagef("--exact-input and --when narrow --remember; add --remember DURATION")
+	}
+	if o.remember != "" {
+		rem := map[string]any{"for": o.remember}
+		if o.exact {
+			rem["exact"] = true
+		}
+		if o.when != "" {
+			schema, err := a.readJSONArg("--when", o.when)
+			if err != nil {
+				return err
+			}
+			rem["when"] = schema
+		}
+		body["remember"] = rem
+	}
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -241,8 +271,12 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 	var jsonOut []json.RawMessage
 	failed := 0
 	for _, id := range ids {
-		var ap api.Approval
-		resp, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "approvals", id, verb), body: body}, &ap)
+		var out struct {
+			api.Approval
+			RememberedRule *api.Rule `json:"rememberedRule"`
+		}
+		resp, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "approvals", id, verb), body: body}, &out)
+		ap := out.Approval
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || len(ids) == 1 {
@@ -271,6 +305,10 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 				edited += ": " + ap.Progress
 			}
 			fmt.Fprintf(a.stdout(), "approved %s (%s, run %s)%s; the run resumes: stead trace %s\n", ap.ID, ap.Tool, ap.RunID, edited, ap.RunID)
+			if r := out.RememberedRule; r != nil {
+				fmt.Fprintf(a.stdout(), "remembered as %s: %s for end user %s is allowed without asking (inputs: %s) until %s (in %s); revoke: stead rules revoke %s\n",
+					r.ID, r.Tool, r.EndUserID, ruleScope(*r, false), stamp(r.ExpiresAt), until(a.now(), r.ExpiresAt), r.ID)
+			}
 		default:
 			fmt.Fprintf(a.stdout(), "denied %s (%s, run %s); the run fails with approval-denied\n", ap.ID, ap.Tool, ap.RunID)
 		}

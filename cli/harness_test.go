@@ -193,7 +193,7 @@ type normalizer struct {
 	n    map[string]int
 }
 
-var volatile = regexp.MustCompile(`\b(run|apr|key|prj|req|ctk|mem)_[0-9A-Za-z]{8,}(_[0-9A-Z]{8})?\b|\bstk_[0-9A-Za-z]{20,}|\bstk_[0-9A-Za-z]{8}…|\bstc_[0-9A-Za-z_\-.]+|\bidk_[0-9a-f]+|\b[0-9a-f]{64}\b`)
+var volatile = regexp.MustCompile(`\b(run|apr|key|prj|req|ctk|mem|rul)_[0-9A-Za-z]{8,}(_[0-9A-Z]{8}|_[0-9a-f]{16})?\b|\bstk_[0-9A-Za-z]{20,}|\bstk_[0-9A-Za-z]{8}…|\bstc_[0-9A-Za-z_\-.]+|\bidk_[0-9a-f]+|\b[0-9a-f]{64}\b`)
 
 func newNormalizer() *normalizer {
 	return &normalizer{seen: map[string]string{}, n: map[string]int{}}

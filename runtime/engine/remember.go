@@ -84,16 +84,62 @@ func (e *Engine) Remember(ctx context.Context, actor approvals.Actor, a approval
 	if !actor.May(approvals.Decide, a.ProjectID) {
 		return approvals.Rule{}, ErrForbidden
 	}
-	refuse := func(field, reason, format string, args ...any) (approvals.Rule, error) {
-		return approvals.Rule{}, &RememberError{Field: field, Reason: reason, Message: fmt.Sprintf(format, args...)}
-	}
 	if a.Status != approvals.Approved || a.DecidedBy != actor.ID {
 		state := string(a.Status)
 		if a.Status == approvals.Approved {
 			state = "approved by " + a.DecidedByWho()
 		}
-		return refuse("", RememberNotDecider,
-			"approval %s is %s; a decision is remembered by whoever approves it, with the approval", a.ID, state)
+		return approvals.Rule{}, &RememberError{Reason: RememberNotDecider, Message: fmt.Sprintf(
+			"approval %s is %s; a decision is remembered by whoever approves it, with the approval", a.ID, state)}
+	}
+	r, err := e.ruleFor(ctx, actor, a, p)
+	if err != nil {
+		return approvals.Rule{}, err
+	}
+	if err := e.store.CreateRule(ctx, r); err != nil {
+		return approvals.Rule{}, fmt.Errorf("remember approval %s: %w", a.ID, err)
+	}
+	return r, nil
+}
+
+// ApproveAndRemember approves an approval and remembers the decision (see
+// Remember) as one request: everything that could refuse the rule is
+// checked before the decision, so a refused rule decides nothing. The
+// rule is stored once the approval is approved by the actor; an approval
+// that a vote leaves pending, or a store failure after the decision, makes
+// no rule (the error says so; the approval stands).
+func (e *Engine) ApproveAndRemember(ctx context.Context, actor approvals.Actor, p DecideParams, rp RememberParams) (approvals.Approval, approvals.Rule, error) {
+	a, err := e.GetApproval(ctx, actor, p.ApprovalID)
+	if err != nil {
+		return approvals.Approval{}, approvals.Rule{}, err
+	}
+	if _, err := e.ruleFor(ctx, actor, a, rp); err != nil {
+		return a, approvals.Rule{}, err
+	}
+	p.Approve = true
+	decided, err := e.Decide(ctx, actor, p)
+	if err != nil {
+		return decided, approvals.Rule{}, err
+	}
+	r, err := e.Remember(ctx, actor, decided, rp)
+	if err != nil {
+		return decided, approvals.Rule{}, fmt.Errorf("approval %s is approved, but the decision was not remembered: %w", decided.ID, err)
+	}
+	return decided, r, nil
+}
+
+// ruleFor is the rule remembering actor's approval of a would make, or the
+// *RememberError that refuses it — everything Remember checks but that a
+// is approved by actor.
+func (e *Engine) ruleFor(ctx context.Context, actor approvals.Actor, a approvals.Approval, p RememberParams) (approvals.Rule, error) {
+	if a.ProjectID != actor.ProjectID {
+		return approvals.Rule{}, fmt.Errorf("approval %s: %w", a.ID, store.ErrNotFound)
+	}
+	if !actor.May(approvals.Decide, a.ProjectID) {
+		return approvals.Rule{}, ErrForbidden
+	}
+	refuse := func(field, reason, format string, args ...any) (approvals.Rule, error) {
+		return approvals.Rule{}, &RememberError{Field: field, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	if a.HasQuorum() {
 		return refuse("", RememberNotAllowed,
@@ -148,9 +194,6 @@ func (e *Engine) Remember(ctx context.Context, actor approvals.Actor, a approval
 	}
 	if p.Exact {
 		r.InputDigest = a.InputDigest
-	}
-	if err := e.store.CreateRule(ctx, r); err != nil {
-		return approvals.Rule{}, fmt.Errorf("remember approval %s: %w", a.ID, err)
 	}
 	return r, nil
 }

@@ -109,14 +109,11 @@ func (h *harness) startAs(actor approvals.Actor, agentName, endUser, input strin
 func (h *harness) approveAndRemember(agentName, endUser, input string, p engine.RememberParams) (store.Run, approvals.Rule) {
 	h.t.Helper()
 	r := h.startAs(bo, agentName, endUser, input)
-	a, err := h.decide(ana, h.pending(r.ID).ID, true, "ok", "")
+	_, rule, err := h.eng.ApproveAndRemember(h.ctx, ana, engine.DecideParams{ApprovalID: h.pending(r.ID).ID, Note: "ok"}, p)
 	if err != nil {
-		h.t.Fatalf("approve: %v", err)
+		h.t.Fatalf("approve and remember: %v", err)
 	}
-	rule, err := h.eng.Remember(h.ctx, ana, a, p)
-	if err != nil {
-		h.t.Fatalf("remember: %v", err)
-	}
+	h.drain()
 	r = h.run(r.ID)
 	wantStatus(h.t, r, store.RunSucceeded, "")
 	return r, rule

@@ -1,0 +1,43 @@
+package engine_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/engine"
+	"stead/store"
+)
+
+// An approve with a decision to remember that cannot be remembered (too
+// long, a tool that does not opt in) decides nothing: the approval stays
+// pending and no rule is made.
+func TestApproveAndRememberRefusedDecidesNothing(t *testing.T) {
+	h := setupRemember(t)
+	for _, tc := range []struct {
+		agent string
+		p     engine.RememberParams
+		field string
+	}{
+		{"refunds", engine.RememberParams{For: 48 * time.Hour}, "for"},
+		{"refunds", engine.RememberParams{For: time.Hour, Exact: true, When: []byte(`{"type": "object"}`)}, "when"},
+		{"plain", engine.RememberParams{For: time.Hour}, ""},
+	} {
+		r := h.startAs(bo, tc.agent, "alice", `{"orderId": "o-1", "amount": 5, "untrusted": false}`)
+		a := h.pending(r.ID)
+		_, _, err := h.eng.ApproveAndRemember(h.ctx, ana, engine.DecideParams{ApprovalID: a.ID}, tc.p)
+		var re *engine.RememberError
+		if !errors.As(err, &re) || re.Field != tc.field {
+			t.Fatalf("%s %+v: err %v, want a RememberError on %q", tc.agent, tc.p, err, tc.field)
+		}
+		if got := h.pending(r.ID); got.Status != approvals.Pending {
+			t.Errorf("%s: the approval is %s after a refused remember", tc.agent, got.Status)
+		}
+		wantStatus(t, h.run(r.ID), store.RunAwaitingApproval, "")
+	}
+	rules, err := h.eng.ListRules(h.ctx, h.owner, store.RuleFilter{All: true})
+	if err != nil || len(rules.Items) != 0 {
+		t.Errorf("rules after refusals: %+v, %v", rules.Items, err)
+	}
+}
