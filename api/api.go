@@ -101,6 +101,20 @@ type Config struct {
 	Recheck time.Duration
 	// AuthLimit bounds failed authentication; the defaults when zero.
 	AuthLimit AuthLimit
+	// Notifications sends pings and hears of endpoint changes (the
+	// webhook routes); without it they answer 503.
+	Notifications Notifications
+}
+
+// Notifications is what the webhook routes need of the notifier (package
+// notify's Notifier).
+type Notifications interface {
+	// Ping sends an endpoint a webhook.ping now and returns the delivery.
+	Ping(ctx context.Context, ep store.Endpoint, id string) (store.Delivery, error)
+	// Forget drops what the notifier cached of a project's endpoints.
+	Forget(projectID string)
+	// Kick asks for due deliveries to go out now.
+	Kick()
 }
 
 func (c *Config) validate() error {

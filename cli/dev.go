@@ -113,7 +113,14 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress})
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w; is another `stead dev` running? pick another address with --addr", o.addr, err)
+	}
+	defer ln.Close()
+	baseURL := "http://" + dialable(ln.Addr().String())
+
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL})
 	if err != nil {
 		return err
 	}
@@ -128,13 +135,6 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	if err != nil {
 		return err
 	}
-
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w; is another `stead dev` running? pick another address with --addr", o.addr, err)
-	}
-	defer ln.Close()
-	baseURL := "http://" + dialable(ln.Addr().String())
 
 	cfgPath, err := configPath(a.env.Getenv)
 	if err != nil {
@@ -151,6 +151,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		}
 	}
 	st.StartSweeper(o.sweepInterval)
+	st.StartNotifier()
 
 	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath, wrote); err != nil {
 		return err
@@ -381,11 +382,11 @@ Next steps, in another terminal:
 func egressLine(p egress.Policy) string {
 	switch allow := p.String(); allow {
 	case "":
-		return "Handlers' fetch and models' baseUrl reach public addresses only (--egress-allow is empty)."
+		return "Handlers' fetch, models' baseUrl and webhooks reach public addresses only (--egress-allow is empty)."
 	case egress.Policy{Allow: egress.Loopback}.String():
-		return "Loopback (" + allow + ") is allowed for handlers' fetch and models' baseUrl, for local services and model servers; other private addresses are refused (--egress-allow changes this)."
+		return "Loopback (" + allow + ") is allowed for handlers' fetch, models' baseUrl and webhooks, for local services, model servers and receivers; other private addresses are refused (--egress-allow changes this)."
 	}
-	return "Handlers' fetch and models' baseUrl may reach " + p.String() + " besides public addresses (--egress-allow); other private addresses are refused."
+	return "Handlers' fetch, models' baseUrl and webhooks may reach " + p.String() + " besides public addresses (--egress-allow); other private addresses are refused."
 }
 
 // tilde shortens a path under the home folder to ~/….

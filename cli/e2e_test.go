@@ -32,7 +32,7 @@ func TestEndToEnd(t *testing.T) {
 
 	out := srv.out.String()
 	for _, want := range []string{"Created project prj_", "stk_", "stead run refunds --input", "stead approvals", "stead approve ID",
-		"Loopback (127.0.0.0/8,::1/128) is allowed for handlers' fetch and models' baseUrl"} {
+		"Loopback (127.0.0.0/8,::1/128) is allowed for handlers' fetch, models' baseUrl and webhooks"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stead dev output lacks %q:\n%s", want, out)
 		}

@@ -104,7 +104,7 @@ func TestEgressLine(t *testing.T) {
 		allow string
 		want  string
 	}{
-		{"127.0.0.0/8,::1/128", "Loopback (127.0.0.0/8,::1/128) is allowed for handlers' fetch and models' baseUrl"},
+		{"127.0.0.0/8,::1/128", "Loopback (127.0.0.0/8,::1/128) is allowed for handlers' fetch, models' baseUrl and webhooks"},
 		{" 127.0.0.0/8 , ::1 ", "Loopback (127.0.0.0/8,::1/128) is allowed"},
 		{"", "reach public addresses only"},
 		{"10.0.0.0/8, 127.0.0.1", "may reach 10.0.0.0/8,127.0.0.1/32 besides public addresses"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/notify"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -55,6 +56,9 @@ type StackConfig struct {
 	// Heartbeat is the idle interval of event streams; the API's default
 	// when zero.
 	Heartbeat time.Duration
+	// PublicURL is where people reach this Stead: the base of the console
+	// links in notifications. `stead dev` uses its own address.
+	PublicURL string
 }
 
 // Stack is a running embedded Stead: store, bundle compiler, handler
@@ -64,6 +68,8 @@ type Stack struct {
 	Engine *engine.Engine
 	// API serves the HTTP API.
 	API *api.Server
+	// Notifier delivers webhook events (StartNotifier runs it).
+	Notifier *notify.Notifier
 
 	cfg     StackConfig
 	log     *slog.Logger
@@ -73,6 +79,8 @@ type Stack struct {
 	sweepMu     sync.Mutex
 	sweepCancel context.CancelFunc
 	sweepDone   chan struct{}
+	notifyStop  context.CancelFunc
+	notifyDone  chan struct{}
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -111,6 +119,10 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	// Webhook targets pass the same egress policy as handlers' fetch.
+	hooks := cfg.Egress.Client()
+	hooks.Timeout = notify.Timeout
+	notifier := notify.New(notify.Config{Store: st, Client: hooks, Now: cfg.Now, PublicURL: cfg.PublicURL, Log: log})
 	pool := engine.NewPool(cfg.Workers, 0, func(runID string, err error) {
 		log.Error("execute run", "run", runID, "error", err)
 	})
@@ -123,6 +135,8 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Entropy:  cfg.Entropy,
 		WorkerID: workerID(),
 		Models:   engine.ModelOptions{Egress: cfg.Egress},
+
+		Notifications: notifier,
 	})
 	if err != nil {
 		sb.Close()
@@ -136,6 +150,8 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Logger:    log,
 		Entropy:   cfg.APIEntropy,
 		Heartbeat: cfg.Heartbeat,
+
+		Notifications: notifier,
 	})
 	if err != nil {
 		sb.Close()
@@ -143,7 +159,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		return nil, err
 	}
 	pool.Start(eng.Execute)
-	return &Stack{Store: st, Engine: eng, API: srv, cfg: cfg, log: log, sandbox: sb, pool: pool}, nil
+	return &Stack{Store: st, Engine: eng, API: srv, Notifier: notifier, cfg: cfg, log: log, sandbox: sb, pool: pool}, nil
 }
 
 // workerID names this process in run leases.
@@ -179,6 +195,22 @@ func (s *Stack) StartSweeper(interval time.Duration) {
 	}()
 }
 
+// StartNotifier delivers webhook events until Close: what the outbox holds
+// now (a previous process may have left some), then as the engine kicks.
+func (s *Stack) StartNotifier() {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if s.notifyStop != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.notifyStop, s.notifyDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.notifyDone)
+		s.Notifier.Run(ctx)
+	}()
+}
+
 // Close stops the sweeper and the worker pool — executions in flight finish,
 // or are interrupted when ctx ends and resume in a later process — then
 // closes the handler runtime and the store.
@@ -188,6 +220,10 @@ func (s *Stack) Close(ctx context.Context) error {
 		if s.sweepCancel != nil {
 			s.sweepCancel()
 			<-s.sweepDone
+		}
+		if s.notifyStop != nil {
+			s.notifyStop()
+			<-s.notifyDone
 		}
 		s.sweepMu.Unlock()
 		s.pool.Stop(ctx)

@@ -57,6 +57,51 @@ type Notifier struct {
 	kick chan struct{}
 	// busy serializes this Notifier's passes.
 	busy sync.Mutex
+
+	mu sync.Mutex
+	// projects caches, per project, whether it has endpoints and when
+	// that was read.
+	projects map[string]projectState
+}
+
+type projectState struct {
+	notifies bool
+	at       time.Time
+}
+
+// notifiesTTL is how long Notifies trusts what it read.
+const notifiesTTL = 2 * time.Second
+
+// Notifies reports whether a project has webhook endpoints, from a cache
+// at most notifiesTTL old (Forget drops a project's); so an endpoint
+// created in another process gets events written from then on within
+// notifiesTTL. A store error answers true: a notification is never lost to
+// one.
+func (n *Notifier) Notifies(ctx context.Context, projectID string) bool {
+	now := time.Now()
+	n.mu.Lock()
+	st, ok := n.projects[projectID]
+	n.mu.Unlock()
+	if ok && now.Sub(st.at) < notifiesTTL {
+		return st.notifies
+	}
+	eps, err := n.cfg.Store.ListEndpoints(ctx, projectID)
+	if err != nil {
+		return true
+	}
+	st = projectState{notifies: len(eps) > 0, at: now}
+	n.mu.Lock()
+	n.projects[projectID] = st
+	n.mu.Unlock()
+	return st.notifies
+}
+
+// Forget drops what Notifies knows of a project: call it when the
+// project's endpoints change in this process.
+func (n *Notifier) Forget(projectID string) {
+	n.mu.Lock()
+	delete(n.projects, projectID)
+	n.mu.Unlock()
 }
 
 // New makes a Notifier.
@@ -73,7 +118,7 @@ func New(cfg Config) *Notifier {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
-	return &Notifier{cfg: cfg, kick: make(chan struct{}, 1)}
+	return &Notifier{cfg: cfg, kick: make(chan struct{}, 1), projects: map[string]projectState{}}
 }
 
 // Kick asks for a pass now: the engine calls it after a write that
@@ -269,6 +314,32 @@ func (n *Notifier) data(ctx context.Context, ep store.Endpoint, run store.Run, e
 	}
 	d.ConsoleURL = base + "approvals/" + a.ID
 	return d, nil
+}
+
+// Ping sends ep a webhook.ping now, once, and returns the delivery with
+// its attempt; it stays in the endpoint's log like any delivery (and is
+// not tried again: a ping is a check, not an event).
+func (n *Notifier) Ping(ctx context.Context, ep store.Endpoint, id string) (store.Delivery, error) {
+	now := n.cfg.Now()
+	body, err := json.Marshal(Payload{Type: Ping, Timestamp: now.UTC(), Data: Data{Message: "ping from Stead: this endpoint receives its project's events"}})
+	if err != nil {
+		return store.Delivery{}, err
+	}
+	d := store.Delivery{
+		ID: id, ProjectID: ep.ProjectID, EndpointID: ep.ID, Type: Ping, Body: body,
+		Status: store.DeliveryPending, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := n.cfg.Store.PutDeliveries(ctx, []store.Delivery{d}); err != nil {
+		return store.Delivery{}, err
+	}
+	a, _ := n.send(ctx, ep, d)
+	d = d.Record(a)
+	d.Status = store.DeliveryFailed
+	if a.Status >= 200 && a.Status < 300 {
+		d.Status = store.DeliveryDelivered
+	}
+	d.UpdatedAt = n.cfg.Now()
+	return n.cfg.Store.UpdateDelivery(ctx, d)
 }
 
 // deliverDue makes the tries that are due.

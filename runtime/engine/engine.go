@@ -158,6 +158,9 @@ type Config struct {
 	// DispatchGrace is how long a queued run may wait for a worker before the
 	// sweeper dispatches it again; 30s when zero.
 	DispatchGrace time.Duration
+	// Notifications, when set, is told of the writes whose events notify
+	// (webhooks); without it no event notifies.
+	Notifications Notifications
 	// PollInterval is how often waiters re-read a run changed by another
 	// process; 1s when zero.
 	PollInterval time.Duration
@@ -244,6 +247,9 @@ func New(cfg Config) (*Engine, error) {
 		watch:   newHub(),
 		running: map[string]context.CancelFunc{},
 		ids:     ulid.Monotonic(cfg.Entropy, 0),
+	}
+	if cfg.Notifications != nil {
+		e.store = notifying{Store: cfg.Store, n: cfg.Notifications}
 	}
 	e.compiler = cfg.Invoker.Compiler(bundle.Options{MaxSize: int(cfg.MaxBundle)})
 	e.deployments = newDeploymentCache(e)
