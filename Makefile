@@ -30,8 +30,15 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) test-browser webhook-oracle ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# The Standard Webhooks reference library (npm standardwebhooks, pinned in
+# notify/oracle/package-lock.json) checks every delivery the webhook tests
+# make; they skip without it, and fail with CI=true.
+.PHONY: webhook-oracle
+webhook-oracle: ## install the webhook tests' signature oracle (npm standardwebhooks) into notify/oracle
+	cd notify/oracle && npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: bench
 bench: ## run the Go benchmarks (speed targets are checked here, never by timed tests)

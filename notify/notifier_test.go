@@ -1,0 +1,344 @@
+package notify_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/notify"
+	"stead/runtime/egress"
+	"stead/store"
+	"stead/store/boltstore"
+)
+
+// receiver is oracle/receiver.mjs: a webhook receiver that checks every
+// delivery with the Standard Webhooks reference library.
+type receiver struct {
+	url  string
+	mu   sync.Mutex
+	seen []received
+}
+
+// received is one request the receiver logged.
+type received struct {
+	Path      string `json:"path"`
+	ID        string `json:"id"`
+	Timestamp string `json:"timestamp"`
+	Signature string `json:"signature"`
+	Type      string `json:"type"`
+	Verified  bool   `json:"verified"`
+	Error     string `json:"error"`
+	Status    int    `json:"status"`
+}
+
+// startReceiver runs the receiver with secrets (space-separated). Without
+// `npm ci` in notify/oracle the test is skipped — and fails under CI=true,
+// where the Makefile has installed it.
+func startReceiver(t *testing.T, secrets string) *receiver {
+	t.Helper()
+	dir, err := filepath.Abs("oracle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("notify/oracle has no node_modules (run make webhook-oracle): %v", err)
+		}
+		t.Skip("notify/oracle's npm packages are not installed (make webhook-oracle)")
+	}
+	cmd := exec.Command("node", filepath.Join(dir, "receiver.mjs"))
+	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secrets)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	r := &receiver{}
+	lines := bufio.NewScanner(out)
+	ready := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			line := lines.Text()
+			if port, ok := strings.CutPrefix(line, "listening "); ok {
+				ready <- port
+				continue
+			}
+			var rec received
+			if err := json.Unmarshal([]byte(line), &rec); err == nil {
+				r.mu.Lock()
+				r.seen = append(r.seen, rec)
+				r.mu.Unlock()
+			}
+		}
+	}()
+	select {
+	case port := <-ready:
+		r.url = "http://127.0.0.1:" + port
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver did not start")
+	}
+	return r
+}
+
+func (r *receiver) got() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.seen...)
+}
+
+// waitFor waits until the receiver has logged n requests.
+func (r *receiver) waitFor(t *testing.T, n int) []received {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got := r.got(); len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver got %d requests, want %d: %+v", len(r.got()), n, r.got())
+		}
+		time.Sleep(10 * time.Millisecond) // poll, bounded by the deadline
+	}
+}
+
+// clock is the notifier's clock, moved by the test. It starts at the real
+// time: the receiver refuses timestamps more than 5 minutes off.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type world struct {
+	t     *testing.T
+	ctx   context.Context
+	store *boltstore.Store
+	clock *clock
+	n     *notify.Notifier
+}
+
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func setup(t *testing.T) *world {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "stead.db"), boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	client := egress.Policy{Allow: egress.Loopback}.Client()
+	client.Timeout = notify.Timeout
+	n := notify.New(notify.Config{Store: st, Client: client, Now: c.Now, PublicURL: "https://stead.example.com"})
+	return &world{t: t, ctx: context.Background(), store: st, clock: c, n: n}
+}
+
+func (w *world) endpoint(id, url string, secrets ...store.EndpointSecret) store.Endpoint {
+	w.t.Helper()
+	if len(secrets) == 0 {
+		secrets = []store.EndpointSecret{{Secret: secret, CreatedAt: w.clock.Now()}}
+	}
+	e := store.Endpoint{ID: id, ProjectID: "prj_a", URL: url, Secrets: secrets, CreatedAt: w.clock.Now(), UpdatedAt: w.clock.Now()}
+	if err := w.store.CreateEndpoint(w.ctx, e); err != nil {
+		w.t.Fatal(err)
+	}
+	e.Version = 1
+	return e
+}
+
+// run makes a run of prj_a that asked for an approval, was approved and
+// succeeded, its three notifying events written as the engine writes them.
+func (w *world) run(id string) {
+	w.t.Helper()
+	now := w.clock.Now()
+	ev := func(typ string, data map[string]any) store.Event {
+		b, _ := json.Marshal(data)
+		return store.Event{Type: typ, At: now, Data: b, Notify: notify.Notifies(typ)}
+	}
+	r, err := w.store.CreateRun(w.ctx, store.Run{ID: id, ProjectID: "prj_a", Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		Status: store.RunRunning, Input: json.RawMessage(`{}`), Trust: store.Trusted, CreatedAt: now, UpdatedAt: now},
+		[]store.Event{ev("run.created", nil)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	a, err := approvals.New(approvals.Request{ProjectID: "prj_a", RunID: id, Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{"orderId":"o-1"}`),
+		Reason: "refundOrder requires approval", RequestedAt: now, Timeout: 15 * time.Minute}, "x1")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+	r, err = w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Approval: &a,
+		Events: []store.Event{ev("approval.requested", map[string]any{"approvalId": a.ID, "tool": "refundOrder"})}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	_, r, err = w.store.DecideApproval(w.ctx, store.DecideParams{
+		Decision:  approvals.Decision{ProjectID: "prj_a", ApprovalID: a.ID, Status: approvals.Approved, By: "key_ana", ByName: "Ana Diaz", At: now},
+		RunStatus: store.RunQueued, LeaseUntil: now.Add(time.Minute),
+		Events:    []store.Event{ev("approval.approved", map[string]any{"approvalId": a.ID, "tool": "refundOrder"})},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	r.Status = store.RunSucceeded
+	if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Events: []store.Event{ev("run.succeeded", nil)}}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) pass() {
+	w.t.Helper()
+	if err := w.n.Pass(w.ctx); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Every delivery verifies with the reference library; a webhook-id is the
+// same on every try of one event and different between events; a 500 is
+// answered by a try 5 s later; the payload is {type, timestamp, data} with
+// the approval's fields and a console link, and no input unless the
+// endpoint includes it.
+func TestDeliveriesVerifyAndRetry(t *testing.T) {
+	rc := startReceiver(t, secret)
+	w := setup(t)
+	w.endpoint("whe_a", rc.url+"/fail-once")
+	w.run("run_1")
+	w.pass()
+	first := rc.waitFor(t, 3)
+	ids := map[string]bool{}
+	for _, r := range first {
+		if !r.Verified || r.Status != 500 {
+			t.Errorf("first try: %+v", r)
+		}
+		ids[r.ID] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("three events had %d webhook-ids: %+v", len(ids), first)
+	}
+	w.pass() // not due yet: nothing is sent
+	if got := rc.got(); len(got) != 3 {
+		t.Fatalf("a pass before the retry was due sent %d", len(got)-3)
+	}
+	w.clock.Advance(5 * time.Second)
+	w.pass()
+	all := rc.waitFor(t, 6)
+	for _, r := range all[3:] {
+		if !r.Verified || r.Status != 200 || !ids[r.ID] {
+			t.Errorf("retry: %+v (ids of the first tries %v)", r, ids)
+		}
+	}
+	page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+	if err != nil || len(page.Items) != 3 {
+		t.Fatalf("deliveries: %+v, %v", page.Items, err)
+	}
+	for _, d := range page.Items {
+		if d.Status != store.DeliveryDelivered || d.Tries != 2 || d.Attempts[0].Status != 500 || d.Attempts[1].Status != 200 {
+			t.Errorf("delivery %s: %s after %d tries %+v", d.ID, d.Status, d.Tries, d.Attempts)
+		}
+		var p notify.Payload
+		if err := json.Unmarshal(d.Body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Data.RunID != "run_1" || p.Data.Agent != "refunds" || p.Data.ConsoleURL == "" || p.Data.Input != nil {
+			t.Errorf("payload of %s: %+v", d.Type, p.Data)
+		}
+		if d.Type == "approval.approved" && (p.Data.DecidedByName != "Ana Diaz" || p.Data.Tool != "refundOrder" || p.Data.ExpiresAt.IsZero() ||
+			!strings.HasPrefix(p.Data.ConsoleURL, "https://stead.example.com/console/#/approvals/apr_")) {
+			t.Errorf("approval.approved payload: %+v", p.Data)
+		}
+	}
+	// The outbox is empty: a second pass makes no second set.
+	if es, err := w.store.ListOutbox(w.ctx, 10); err != nil || len(es) != 0 {
+		t.Errorf("outbox after the fan-out: %+v, %v", es, err)
+	}
+}
+
+// A 410 disables the endpoint: its other deliveries fail without being
+// sent, and later events make none.
+func TestGoneDisablesTheEndpoint(t *testing.T) {
+	rc := startReceiver(t, secret)
+	w := setup(t)
+	w.endpoint("whe_gone", rc.url+"/gone")
+	w.run("run_1")
+	w.pass()
+	sent := rc.waitFor(t, 1)
+	time.Sleep(200 * time.Millisecond) // any other try in flight lands
+	ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_gone")
+	if err != nil || !ep.Disabled() || !strings.Contains(ep.DisabledReason, "410") {
+		t.Fatalf("endpoint after a 410: %+v, %v", ep, err)
+	}
+	w.clock.Advance(time.Hour)
+	w.pass()
+	w.run("run_2")
+	w.pass()
+	if got := rc.got(); len(got) > len(sent)+2 {
+		t.Errorf("a disabled endpoint got %d requests after the 410", len(got)-len(sent))
+	}
+	page, _ := w.store.ListDeliveries(w.ctx, "prj_a", "whe_gone", "", 10)
+	for _, d := range page.Items {
+		if d.Status == store.DeliveryPending {
+			t.Errorf("delivery %s is still pending at a disabled endpoint", d.ID)
+		}
+	}
+}
+
+// Retry-After defers the next try beyond the schedule's.
+func TestRetryAfterHonoured(t *testing.T) {
+	rc := startReceiver(t, secret)
+	w := setup(t)
+	w.endpoint("whe_a", rc.url+"/retry-after")
+	w.run("run_1")
+	w.pass()
+	rc.waitFor(t, 3)
+	w.clock.Advance(5 * time.Second)
+	w.pass()
+	time.Sleep(100 * time.Millisecond)
+	if got := rc.got(); len(got) != 3 {
+		t.Fatalf("retried after 5s although the receiver said Retry-After: 7 (%d requests)", len(got))
+	}
+	w.clock.Advance(2 * time.Second)
+	w.pass()
+	rc.waitFor(t, 6)
+}
+
+// After a rotation a delivery carries two signatures: a receiver that
+// knows only the old secret, and one that knows only the new, both verify.
+func TestRotationSignsWithBoth(t *testing.T) {
+	const newer = "whsec_QXnZ8f1vJm0TdS6hL2pR4yWcE9kBuGaN"
+	for _, known := range []string{secret, newer} {
+		rc := startReceiver(t, known)
+		w := setup(t)
+		now := w.clock.Now()
+		w.endpoint("whe_a", rc.url+"/ok",
+			store.EndpointSecret{Secret: newer, CreatedAt: now},
+			store.EndpointSecret{Secret: secret, CreatedAt: now.Add(-time.Hour), Until: now.Add(notify.RotationOverlap)})
+		w.run("run_1")
+		w.pass()
+		for _, r := range rc.waitFor(t, 3) {
+			if !r.Verified || len(strings.Fields(r.Signature)) != 2 {
+				t.Errorf("knowing %s…: %+v", known[:10], r)
+			}
+		}
+	}
+}
+
+
