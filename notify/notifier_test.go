@@ -342,3 +342,33 @@ func TestRotationSignsWithBoth(t *testing.T) {
 }
 
 
+
+// An endpoint whose every delivery fails for 5 days is disabled. (Past the
+// first day the receiver answers 401 rather than 500: the clock has moved
+// days ahead of its own, so timestamps fail its 5-minute tolerance — a
+// failure all the same.)
+func TestFailingForFiveDaysDisables(t *testing.T) {
+	rc := startReceiver(t, secret)
+	w := setup(t)
+	w.endpoint("whe_a", rc.url+"/fail")
+	w.run("run_1")
+	w.pass()
+	rc.waitFor(t, 3)
+	ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+	if err != nil || ep.FailingSince.IsZero() || ep.Disabled() {
+		t.Fatalf("after the first failures: %+v, %v", ep, err)
+	}
+	w.clock.Advance(notify.FailingLimit - time.Minute)
+	w.run("run_2")
+	w.pass()
+	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); ep.Disabled() {
+		t.Fatalf("disabled before 5 days of failures: %s", ep.DisabledReason)
+	}
+	w.clock.Advance(2 * time.Minute)
+	w.run("run_3")
+	w.pass()
+	ep, _ = w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+	if !ep.Disabled() || !strings.Contains(ep.DisabledReason, "every delivery failed since") {
+		t.Fatalf("after 5 days of failures: %+v", ep)
+	}
+}

@@ -10,6 +10,7 @@
 //   /fail-once  500 to the first try of each webhook-id, then 200
 //   /retry-after 503 with Retry-After: 7 to the first try, then 200
 //   /gone       410
+//   /fail       500, always
 // WEBHOOK_SECRET may hold several secrets separated by spaces (after a
 // rotation): a delivery verifies if it verifies with one of them.
 import http from "node:http";
@@ -52,6 +53,8 @@ const server = http.createServer((req, res) => {
     const extra = {};
     if (path === "/gone") {
       status = 410;
+    } else if (path === "/fail") {
+      status = 500;
     } else if ((path === "/fail-once" || path === "/retry-after") && !tried.has(id)) {
       tried.add(id);
       status = path === "/fail-once" ? 500 : 503;
