@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,27 @@ type Config struct {
 	// (default 1 s).
 	Interval time.Duration
 	Log      *slog.Logger
+	// Channels notify beside webhooks (email, Slack).
+	Channels []Channel
+}
+
+// A Channel is a way of telling people beside webhooks: email, Slack. The
+// Notifier fans events out to it as to endpoints, keeps its deliveries in
+// the same store with the same retries, and hands it each try.
+type Channel interface {
+	// Name is the Delivery.Channel of its deliveries.
+	Name() string
+	// Deliveries are what one event of run sends on this channel (none
+	// when it sends nothing), each with an id stable across fan-outs
+	// (MessageID of its EndpointID, the run and the event's seq), its
+	// EndpointID naming the recipient and Body set; the Notifier fills in
+	// Channel, ProjectID, RunID, Seq, Type, Status and times. data is what
+	// webhooks get, with the input.
+	Deliveries(ctx context.Context, run store.Run, ev store.Event, data Data) ([]store.Delivery, error)
+	// Send tries one delivery once. A Status of 2xx is delivered; any
+	// other is tried again on the Schedule, unless final says the failure
+	// will not change.
+	Send(ctx context.Context, d store.Delivery) (a store.Attempt, final bool)
 }
 
 // Notifier turns outbox entries into deliveries and delivers them. Any
@@ -199,6 +221,11 @@ func (n *Notifier) fanOutRun(ctx context.Context, e store.OutboxEntry) error {
 			if !Notifies(ev.Type) {
 				continue
 			}
+			more, err := n.channelDeliveries(ctx, run, ev)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, more...)
 			for _, ep := range eps {
 				if !ep.Wants(ev.Type, run.Agent) {
 					continue
@@ -227,6 +254,31 @@ func (n *Notifier) fanOutRun(ctx context.Context, e store.OutboxEntry) error {
 	}
 	n.Kick() // deliver them now
 	return nil
+}
+
+// channelDeliveries are the deliveries of ev on every channel.
+func (n *Notifier) channelDeliveries(ctx context.Context, run store.Run, ev store.Event) ([]store.Delivery, error) {
+	if len(n.cfg.Channels) == 0 {
+		return nil, nil
+	}
+	data, err := n.data(ctx, store.Endpoint{IncludeInput: true}, run, ev)
+	if err != nil {
+		return nil, err
+	}
+	now := n.cfg.Now()
+	var out []store.Delivery
+	for _, c := range n.cfg.Channels {
+		ds, err := c.Deliveries(ctx, run, ev, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		for _, d := range ds {
+			d.Channel, d.ProjectID, d.RunID, d.Seq, d.Type = c.Name(), run.ProjectID, run.ID, ev.Seq, ev.Type
+			d.Status, d.NextAt, d.Version, d.CreatedAt, d.UpdatedAt = store.DeliveryPending, now, 1, now, now
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // delivery is the delivery of event ev of run to ep, due now.
@@ -381,6 +433,9 @@ func (n *Notifier) try(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if d.Channel != "" {
+		return n.tryChannel(ctx, d)
+	}
 	ep, err := n.cfg.Store.GetEndpoint(ctx, d.ProjectID, d.EndpointID)
 	if errors.Is(err, store.ErrNotFound) {
 		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
@@ -411,6 +466,32 @@ func (n *Notifier) try(ctx context.Context, d store.Delivery) error {
 		return err
 	}
 	return n.endpointAfter(ctx, ep, a, ok)
+}
+
+// tryChannel sends a taken delivery of a channel once and records it.
+func (n *Notifier) tryChannel(ctx context.Context, d store.Delivery) error {
+	var (
+		a     store.Attempt
+		final bool
+	)
+	if i := slices.IndexFunc(n.cfg.Channels, func(c Channel) bool { return c.Name() == d.Channel }); i >= 0 {
+		a, final = n.cfg.Channels[i].Send(ctx, d)
+	} else {
+		a = store.Attempt{At: n.cfg.Now(), Error: "this process has no " + d.Channel + " channel configured"}
+	}
+	d = d.Record(a)
+	d.UpdatedAt = n.cfg.Now()
+	wait, more := Next(d.Tries, 0)
+	switch {
+	case a.Status >= 200 && a.Status < 300:
+		d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
+	case final || !more:
+		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+	default:
+		d.NextAt = a.At.Add(wait)
+	}
+	_, err := n.cfg.Store.UpdateDelivery(ctx, d)
+	return err
 }
 
 // send POSTs a delivery once; the attempt, and the receiver's Retry-After.

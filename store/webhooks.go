@@ -103,8 +103,12 @@ func (e Endpoint) Validate() error {
 // webhook-id the receiver dedupes by (notify.MessageID): the same for every
 // attempt.
 type Delivery struct {
-	ID         string `json:"id"`
-	ProjectID  string `json:"projectId"`
+	ID        string `json:"id"`
+	ProjectID string `json:"projectId"`
+	// Channel is how it goes out: "" for a webhook (EndpointID names the
+	// endpoint), or a notify.Channel's name ("email", "slack"; EndpointID
+	// then names what it goes to, such as "email:mem_…").
+	Channel    string `json:"channel,omitempty"`
 	EndpointID string `json:"endpointId"`
 	// RunID and Seq name the trace event it reports (none for a ping).
 	RunID string `json:"runId,omitempty"`

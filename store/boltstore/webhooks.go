@@ -78,6 +78,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, e store.Endpoint) (store.End
 	if err := e.Validate(); err != nil {
 		return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
 	}
+	var out store.Endpoint
+	// The function may run more than once (see committer): it changes
+	// only its own copy.
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		var old store.Endpoint
 		k := endpointKey(e.ProjectID, e.ID)
@@ -90,14 +93,15 @@ func (s *Store) UpdateEndpoint(ctx context.Context, e store.Endpoint) (store.End
 		case old.Version != e.Version:
 			return store.ErrConflict
 		}
-		e.Version++
-		e.CreatedAt = old.CreatedAt
-		return put(tx, bEndpoints, k, e)
+		out = e
+		out.Version++
+		out.CreatedAt = old.CreatedAt
+		return put(tx, bEndpoints, k, out)
 	})
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("update endpoint %s: %w", e.ID, interpretError(err))
 	}
-	return e, nil
+	return out, nil
 }
 
 // DeleteEndpoint deletes an endpoint and its delivery log.
@@ -206,7 +210,8 @@ func (s *Store) GetDelivery(ctx context.Context, projectID, id string) (store.De
 
 // UpdateDelivery stores d conditional on its version.
 func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error) {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	var out store.Delivery
+	err := s.update(ctx, func(tx *bolt.Tx) error { // may run twice: see UpdateEndpoint
 		var old store.Delivery
 		ok, err := get(tx, bDeliveries, []byte(d.ID), &old)
 		switch {
@@ -217,17 +222,18 @@ func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) (store.Del
 		case old.Version != d.Version:
 			return store.ErrConflict
 		}
-		d.Version++
-		d.CreatedAt, d.EndpointID = old.CreatedAt, old.EndpointID
-		if d.Status != store.DeliveryPending {
-			d.NextAt = time.Time{}
+		out = d
+		out.Version++
+		out.CreatedAt, out.EndpointID = old.CreatedAt, old.EndpointID
+		if out.Status != store.DeliveryPending {
+			out.NextAt = time.Time{}
 		}
-		return putDelivery(tx, &old, d)
+		return putDelivery(tx, &old, out)
 	})
 	if err != nil {
 		return store.Delivery{}, fmt.Errorf("update delivery %s: %w", d.ID, interpretError(err))
 	}
-	return d, nil
+	return out, nil
 }
 
 // ListDueDeliveries lists pending deliveries due at now, soonest first.
