@@ -85,11 +85,14 @@ type Approval struct {
 	// the current input; VoteVersion counts the votes recorded, and a vote
 	// is judged on the version its voter read (Decision.VoteVersion).
 	Requirements []Requirement `json:"requirements,omitempty"`
-	Votes        []Vote        `json:"votes,omitempty"`
-	VoteVersion  int64         `json:"voteVersion,omitempty"`
-	Status       Status        `json:"status"`
-	RequestedAt  time.Time     `json:"requestedAt"`
-	ExpiresAt    time.Time     `json:"expiresAt"`
+	// Notices are the reminders, escalation and expiry warning due while
+	// it is pending, in time order (see Notice).
+	Notices     []Notice  `json:"notices,omitempty"`
+	Votes       []Vote    `json:"votes,omitempty"`
+	VoteVersion int64     `json:"voteVersion,omitempty"`
+	Status      Status    `json:"status"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
 	// DecidedBy is the deciding key's id ("stead" for an expiry);
 	// DecidedByName the member it belongs to, as named when it decided.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
@@ -115,6 +118,9 @@ type Request struct {
 	SeparateFrom, SeparatedBy string
 	NoteToCustomer            bool
 	Requirements              []Requirement
+	// Notices are when to remind, escalate and warn of the expiry, as
+	// durations after RequestedAt (see Notice; New places them in time).
+	Notices []Notice
 }
 
 // New makes the pending approval of a gated call. unique tells it from the
@@ -143,6 +149,7 @@ func New(r Request, unique string) (Approval, error) {
 		SeparatedBy:    r.SeparatedBy,
 		NoteToCustomer: r.NoteToCustomer,
 		Requirements:   r.Requirements,
+		Notices:        placeNotices(r.Notices, r.RequestedAt, r.RequestedAt.Add(r.Timeout)),
 		Status:         Pending,
 		RequestedAt:    r.RequestedAt,
 		ExpiresAt:      r.RequestedAt.Add(r.Timeout),

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,11 +60,14 @@ type Channel interface {
 	// Name is the Delivery.Channel of its deliveries.
 	Name() string
 	// Deliveries are what one event of run sends on this channel (none
-	// when it sends nothing), each with an id stable across fan-outs
-	// (MessageID of its EndpointID, the run and the event's seq), its
-	// EndpointID naming the recipient and Body set; the Notifier fills in
-	// Channel, ProjectID, RunID, Seq, Type, Status and times. data is what
-	// webhooks get, with the input.
+	// when it sends nothing), each with its EndpointID naming the
+	// recipient and Body set; the Notifier fills in the id (stable across
+	// fan-outs: from the EndpointID, the event and the run), Channel,
+	// ProjectID, RunID, Seq, Type, Status and times. data is what webhooks
+	// get, with the input. ev may be a notice (approval.reminder,
+	// approval.expiring, approval.escalated — data.EscalatedTo names the
+	// group an escalation tells), fanned out with the request and sent at
+	// ev.At unless the approval is settled by then.
 	Deliveries(ctx context.Context, run store.Run, ev store.Event, data Data) ([]store.Delivery, error)
 	// Send tries one delivery once. A Status of 2xx is delivered; any
 	// other is tried again on the Schedule, unless final says the failure
@@ -221,20 +225,16 @@ func (n *Notifier) fanOutRun(ctx context.Context, e store.OutboxEntry) error {
 			if !Notifies(ev.Type) {
 				continue
 			}
-			more, err := n.channelDeliveries(ctx, run, ev)
+			evs, err := n.withNotices(ctx, ev)
 			if err != nil {
 				return err
 			}
-			ds = append(ds, more...)
-			for _, ep := range eps {
-				if !ep.Wants(ev.Type, run.Agent) {
-					continue
-				}
-				d, err := n.delivery(ctx, ep, run, ev)
+			for _, ev := range evs {
+				more, err := n.deliveries(ctx, eps, run, ev)
 				if err != nil {
 					return err
 				}
-				ds = append(ds, d)
+				ds = append(ds, more...)
 			}
 		}
 		if len(ds) > 0 {
@@ -256,47 +256,86 @@ func (n *Notifier) fanOutRun(ctx context.Context, e store.OutboxEntry) error {
 	return nil
 }
 
-// channelDeliveries are the deliveries of ev on every channel.
-func (n *Notifier) channelDeliveries(ctx context.Context, run store.Run, ev store.Event) ([]store.Delivery, error) {
-	if len(n.cfg.Channels) == 0 {
-		return nil, nil
+// scheduled is a notice as an event: the approval.requested it belongs to,
+// retyped and timed; its deliveries are due at its time. Index tells the
+// approval's notices apart (two reminders).
+type scheduled struct {
+	store.Event
+	index int // -1 for the trace event itself
+	group string
+}
+
+// withNotices is ev and, for an approval.requested, the approval's notices.
+func (n *Notifier) withNotices(ctx context.Context, ev store.Event) ([]scheduled, error) {
+	out := []scheduled{{Event: ev, index: -1}}
+	if ev.Type != "approval.requested" {
+		return out, nil
 	}
-	data, err := n.data(ctx, store.Endpoint{IncludeInput: true}, run, ev)
+	a, err := n.approvalOf(ctx, ev)
 	if err != nil {
 		return nil, err
 	}
-	now := n.cfg.Now()
-	var out []store.Delivery
-	for _, c := range n.cfg.Channels {
-		ds, err := c.Deliveries(ctx, run, ev, data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name(), err)
-		}
-		for _, d := range ds {
-			d.Channel, d.ProjectID, d.RunID, d.Seq, d.Type = c.Name(), run.ProjectID, run.ID, ev.Seq, ev.Type
-			d.Status, d.NextAt, d.Version, d.CreatedAt, d.UpdatedAt = store.DeliveryPending, now, 1, now, now
-			out = append(out, d)
-		}
+	for i, nt := range a.Notices {
+		e := ev
+		e.Type, e.At = nt.Kind.EventType(), nt.At
+		out = append(out, scheduled{Event: e, index: i, group: nt.Group})
 	}
 	return out, nil
 }
 
-// delivery is the delivery of event ev of run to ep, due now.
-func (n *Notifier) delivery(ctx context.Context, ep store.Endpoint, run store.Run, ev store.Event) (store.Delivery, error) {
-	data, err := n.data(ctx, ep, run, ev)
-	if err != nil {
-		return store.Delivery{}, err
-	}
-	body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At.UTC(), Data: data})
-	if err != nil {
-		return store.Delivery{}, err
-	}
+// deliveries are the deliveries of one event (or notice) to every endpoint
+// that wants it and on every channel, due now or at the notice's time.
+func (n *Notifier) deliveries(ctx context.Context, eps []store.Endpoint, run store.Run, ev scheduled) ([]store.Delivery, error) {
 	now := n.cfg.Now()
-	return store.Delivery{
-		ID: MessageID(ep.ID, run.ID, ev.Seq), ProjectID: run.ProjectID, EndpointID: ep.ID,
-		RunID: run.ID, Seq: ev.Seq, Type: ev.Type, Body: body,
-		Status: store.DeliveryPending, NextAt: now, Version: 1, CreatedAt: now, UpdatedAt: now,
-	}, nil
+	due := now
+	if ev.index >= 0 {
+		due = ev.At
+	}
+	id := func(endpointID string) string {
+		if ev.index < 0 {
+			return MessageID(endpointID, run.ID, ev.Seq)
+		}
+		return MessageID(endpointID+"/"+ev.Type+"/"+strconv.Itoa(ev.index), run.ID, ev.Seq)
+	}
+	var out []store.Delivery
+	for _, ep := range eps {
+		if !ep.Wants(ev.Type, run.Agent) {
+			continue
+		}
+		data, err := n.data(ctx, ep, run, ev.Event)
+		if err != nil {
+			return nil, err
+		}
+		data.EscalatedTo = ev.group
+		body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At.UTC(), Data: data})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.Delivery{
+			ID: id(ep.ID), ProjectID: run.ProjectID, EndpointID: ep.ID, RunID: run.ID, Seq: ev.Seq, Type: ev.Type, Body: body,
+			Status: store.DeliveryPending, NextAt: due, Version: 1, CreatedAt: now, UpdatedAt: now,
+		})
+	}
+	if len(n.cfg.Channels) == 0 {
+		return out, nil
+	}
+	data, err := n.data(ctx, store.Endpoint{IncludeInput: true}, run, ev.Event)
+	if err != nil {
+		return nil, err
+	}
+	data.EscalatedTo = ev.group
+	for _, c := range n.cfg.Channels {
+		ds, err := c.Deliveries(ctx, run, ev.Event, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		for _, d := range ds {
+			d.ID, d.Channel, d.ProjectID, d.RunID, d.Seq, d.Type = id(d.EndpointID), c.Name(), run.ProjectID, run.ID, ev.Seq, ev.Type
+			d.Status, d.NextAt, d.Version, d.CreatedAt, d.UpdatedAt = store.DeliveryPending, due, 1, now, now
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // Payload is the body of every delivery.
@@ -331,6 +370,8 @@ type Data struct {
 	Error *store.RunError `json:"error,omitempty"`
 	// Input is the call's input, for an endpoint with includeInput.
 	Input json.RawMessage `json:"input,omitempty"`
+	// EscalatedTo is the group an approval.escalated tells.
+	EscalatedTo string `json:"escalatedTo,omitempty"`
 	// ConsoleURL shows the approval or the run.
 	ConsoleURL string `json:"consoleUrl,omitempty"`
 	Message    string `json:"message,omitempty"`
@@ -346,15 +387,9 @@ func (n *Notifier) data(ctx context.Context, ep store.Endpoint, run store.Run, e
 		}
 		return d, nil
 	}
-	var ref struct {
-		ApprovalID string `json:"approvalId"`
-	}
-	if err := json.Unmarshal(ev.Data, &ref); err != nil || ref.ApprovalID == "" {
-		return d, fmt.Errorf("event %d (%s) names no approval", ev.Seq, ev.Type)
-	}
-	a, err := n.cfg.Store.GetApproval(ctx, ref.ApprovalID)
+	a, err := n.approvalOf(ctx, ev)
 	if err != nil {
-		return d, fmt.Errorf("get approval %s: %w", ref.ApprovalID, err)
+		return d, err
 	}
 	d.ApprovalID, d.Tool, d.Reason, d.ExpiresAt, d.Status = a.ID, a.Tool, a.Reason, a.ExpiresAt, string(a.Status)
 	d.DecidedBy, d.DecidedByName, d.Note = a.DecidedBy, a.DecidedByName, a.Note
@@ -394,6 +429,47 @@ func (n *Notifier) Ping(ctx context.Context, ep store.Endpoint, id string) (stor
 	return n.cfg.Store.UpdateDelivery(ctx, d)
 }
 
+// approvalOf reads the approval an approval event names.
+func (n *Notifier) approvalOf(ctx context.Context, ev store.Event) (approvals.Approval, error) {
+	id := approvalID(ev.Data)
+	if id == "" {
+		return approvals.Approval{}, fmt.Errorf("event %d (%s) names no approval", ev.Seq, ev.Type)
+	}
+	a, err := n.cfg.Store.GetApproval(ctx, id)
+	if err != nil {
+		return approvals.Approval{}, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// approvalID is the approvalId of an event's data or a payload's data.
+func approvalID(data json.RawMessage) string {
+	var ref struct {
+		ApprovalID string `json:"approvalId"`
+		Data       struct {
+			ApprovalID string `json:"approvalId"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(data, &ref) != nil {
+		return ""
+	}
+	return cmp.Or(ref.ApprovalID, ref.Data.ApprovalID)
+}
+
+// settledFirst reports, for a notice, whether its approval was settled
+// before its time came: then it is not sent.
+func (n *Notifier) settledFirst(ctx context.Context, d store.Delivery) (approvals.Approval, bool, error) {
+	if !notice(d.Type) {
+		return approvals.Approval{}, false, nil
+	}
+	id := approvalID(d.Body)
+	a, err := n.cfg.Store.GetApproval(ctx, id)
+	if err != nil {
+		return a, false, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return a, a.Status != approvals.Pending, nil
+}
+
 // deliverDue makes the tries that are due.
 func (n *Notifier) deliverDue(ctx context.Context) error {
 	due, err := n.cfg.Store.ListDueDeliveries(ctx, n.cfg.Now(), batch)
@@ -431,6 +507,13 @@ func (n *Notifier) try(ctx context.Context, d store.Delivery) error {
 		return nil // another notifier took it
 	}
 	if err != nil {
+		return err
+	}
+	if a, settled, err := n.settledFirst(ctx, d); err != nil {
+		return err
+	} else if settled {
+		d.Status, d.NextAt = store.DeliverySkipped, time.Time{}
+		_, err = n.cfg.Store.UpdateDelivery(ctx, d.Record(store.Attempt{At: now, Error: fmt.Sprintf("not sent: the approval was %s first", a.Status)}))
 		return err
 	}
 	if d.Channel != "" {

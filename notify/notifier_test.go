@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,4 +375,124 @@ func TestFailingForFiveDaysDisables(t *testing.T) {
 	if !ep.Disabled() || !strings.Contains(ep.DisabledReason, "every delivery failed since") {
 		t.Fatalf("after 5 days of failures: %+v", ep)
 	}
+}
+
+// Notices: a reminder, the escalation and the expiry warning each go out
+// once, at their time, after the request; none once the approval is
+// settled. (A Go receiver: the clock moves hours ahead of the reference
+// library's own, whose timestamps it would refuse.)
+func TestNoticesOnceOnTime(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []notify.Payload
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var p notify.Payload
+		_ = json.Unmarshal(body, &p)
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	types := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, p := range got {
+			out = append(out, p.Type)
+		}
+		return out
+	}
+	w := setup(t)
+	ep := w.endpoint("whe_a", srv.URL)
+	ep.Events = []string{"approval.requested", "approval.reminder", "approval.escalated", "approval.expiring"}
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	now := w.clock.Now()
+	a := w.gated("run_1", []approvals.Notice{
+		{Kind: approvals.Reminder, After: 30 * time.Minute},
+		{Kind: approvals.Escalated, After: time.Hour, Group: "finance-leads"},
+		{Kind: approvals.Expiring, After: 96 * time.Minute},
+	}, 2*time.Hour)
+	w.pass()
+	if g := types(); fmt.Sprint(g) != "[approval.requested]" {
+		t.Fatalf("at the request: %v", g)
+	}
+	for _, step := range []struct {
+		at   time.Duration
+		want string
+	}{
+		{29 * time.Minute, "[approval.requested]"},
+		{30 * time.Minute, "[approval.requested approval.reminder]"},
+		{59 * time.Minute, "[approval.requested approval.reminder]"},
+		{time.Hour, "[approval.requested approval.reminder approval.escalated]"},
+	} {
+		w.clock.Set(now.Add(step.at))
+		w.pass()
+		w.pass()
+		if g := fmt.Sprint(types()); g != step.want {
+			t.Fatalf("at +%s: %s, want %s", step.at, g, step.want)
+		}
+	}
+	mu.Lock()
+	esc := got[2].Data
+	mu.Unlock()
+	if esc.EscalatedTo != "finance-leads" || esc.ApprovalID != a.ID || esc.Status != "pending" {
+		t.Errorf("approval.escalated data: %+v", esc)
+	}
+	// Settled before the expiry warning: it is skipped, not sent.
+	if _, _, err := w.store.DecideApproval(w.ctx, store.DecideParams{
+		Decision:  approvals.Decision{ProjectID: "prj_a", ApprovalID: a.ID, Status: approvals.Approved, By: "key_ana", At: w.clock.Now()},
+		RunStatus: store.RunQueued, LeaseUntil: w.clock.Now().Add(time.Minute),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(now.Add(97 * time.Minute))
+	w.pass()
+	if g := fmt.Sprint(types()); g != "[approval.requested approval.reminder approval.escalated]" {
+		t.Errorf("after the decision: %s", g)
+	}
+	page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]store.DeliveryStatus{}
+	for _, d := range page.Items {
+		statuses[d.Type] = d.Status
+	}
+	if statuses["approval.expiring"] != store.DeliverySkipped || statuses["approval.reminder"] != store.DeliveryDelivered {
+		t.Errorf("delivery statuses: %v", statuses)
+	}
+}
+
+// gated makes a run of prj_a waiting on an approval with notices.
+func (w *world) gated(id string, notices []approvals.Notice, timeout time.Duration) approvals.Approval {
+	w.t.Helper()
+	now := w.clock.Now()
+	r, err := w.store.CreateRun(w.ctx, store.Run{ID: id, ProjectID: "prj_a", Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		Status: store.RunRunning, Input: json.RawMessage(`{}`), Trust: store.Trusted, CreatedAt: now, UpdatedAt: now}, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	a, err := approvals.New(approvals.Request{ProjectID: "prj_a", RunID: id, Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{}`), Reason: "asks",
+		RequestedAt: now, Timeout: timeout, Notices: notices}, "n1")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]any{"approvalId": a.ID})
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+	if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Approval: &a,
+		Events: []store.Event{{Type: "approval.requested", At: now, Data: data, Notify: true}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	return a
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
 }

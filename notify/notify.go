@@ -27,11 +27,22 @@ import (
 )
 
 // The event types an endpoint may receive. Trace events of these types
-// notify; so does ping, sent by hand.
+// notify; so does ping, sent by hand. The notices — approval.reminder,
+// approval.expiring, approval.escalated — are no trace events: the
+// Notifier schedules them when it fans out the approval.requested.
 var Types = []string{
-	"approval.requested", "approval.vote", "approval.approved", "approval.denied",
-	"approval.expired", "approval.cancelled",
+	"approval.requested", "approval.vote", "approval.reminder", "approval.expiring", "approval.escalated",
+	"approval.approved", "approval.denied", "approval.expired", "approval.cancelled",
 	"run.succeeded", "run.failed", "run.cancelled",
+}
+
+// notice reports whether typ is a notice's.
+func notice(typ string) bool {
+	switch typ {
+	case "approval.reminder", "approval.expiring", "approval.escalated":
+		return true
+	}
+	return false
 }
 
 // Ping is the event `stead webhooks ping` sends: it checks an endpoint and
@@ -39,13 +50,13 @@ var Types = []string{
 const Ping = "webhook.ping"
 
 // Notifies reports whether a trace event of type typ is a notification.
-func Notifies(typ string) bool { return slices.Contains(Types, typ) }
+func Notifies(typ string) bool { return slices.Contains(Types, typ) && !notice(typ) }
 
 // CheckTypes refuses an event filter naming a type that is not one; it
 // names the types that are.
 func CheckTypes(types []string) error {
 	for _, t := range types {
-		if !Notifies(t) {
+		if !slices.Contains(Types, t) {
 			return fmt.Errorf("%q is not an event type; the types are %s", t, strings.Join(Types, ", "))
 		}
 	}

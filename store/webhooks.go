@@ -142,6 +142,9 @@ const (
 	DeliveryPending   DeliveryStatus = "pending"
 	DeliveryDelivered DeliveryStatus = "delivered"
 	DeliveryFailed    DeliveryStatus = "failed"
+	// DeliverySkipped: a notice (a reminder, an escalation, an expiry
+	// warning) not sent because its approval was settled first.
+	DeliverySkipped DeliveryStatus = "skipped"
 )
 
 // MaxAttempts bounds the attempts a delivery keeps.

@@ -137,3 +137,39 @@ func TestPostureDigest(t *testing.T) {
 		t.Errorf("a policy change kept the digest")
 	}
 }
+
+// remind, escalateAfter/escalateTo and expiringAt: each the tool's, else
+// its agent's; the expiry warning at 80% of the timeout unless expiringAt
+// says otherwise (0: none); escalation needs both keys and a group.
+func TestNotices(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"agents": {"a": {
+	  "approvals": {"timeout": "2h", "remind": ["30m", "90m"], "escalateAfter": "1h", "escalateTo": {"group": "finance-leads"}},
+	  "tools": {
+	    "refund": {"effect": "write", "requiresApproval": true, "approvals": {"remind": ["10m"], "expiringAt": 0.5}},
+	    "note": {"effect": "write", "requiresApproval": true},
+	    "quiet": {"effect": "write", "requiresApproval": true, "approvals": {"remind": [], "expiringAt": 0}}
+	  },
+	  "steps": [{"id": "s", "tool": "refund"}]
+	}}}`)
+	got := func(tool string) string {
+		var parts []string
+		for _, n := range c.Agents["a"].Tools[tool].Notices {
+			parts = append(parts, fmt.Sprintf("%s@%s%s", n.Kind, n.After, n.Group))
+		}
+		return strings.Join(parts, " ")
+	}
+	for tool, want := range map[string]string{
+		"refund": "reminder@10m0s escalated@1h0m0sfinance-leads expiring@1h0m0s",
+		"note":   "reminder@30m0s reminder@1h30m0s escalated@1h0m0sfinance-leads expiring@1h36m0s",
+		"quiet":  "escalated@1h0m0sfinance-leads",
+	} {
+		if g := got(tool); g != want {
+			t.Errorf("%s: %s, want %s", tool, g, want)
+		}
+	}
+	if !strings.Contains(fmt.Sprint(problems(t, `{"agents": {"a": {"approvals": {"escalateAfter": "1h"},
+	  "tools": {"w": {"effect": "write"}}, "steps": [{"id": "s", "tool": "w"}]}}}`)), "needs escalateTo") {
+		t.Error("escalateAfter without escalateTo was accepted")
+	}
+}

@@ -113,6 +113,11 @@ type Tool struct {
 	// the tool's else its agent's); none means any member who may decide.
 	// The Eligible lists are empty: the engine fills them in when it asks.
 	Approvers []approvals.Requirement
+	// Notices are the reminders, escalation and expiry warning of the
+	// tool's approvals (approvals.remind, escalateAfter/escalateTo,
+	// expiringAt: each the tool's, else its agent's), as durations after
+	// the request.
+	Notices []approvals.Notice
 	// RememberMax is the longest a remembered decision on the tool's calls
 	// may last (approvals.remember.max, the tool's else its agent's); zero
 	// when the tool does not opt in.
@@ -434,6 +439,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 	agentNote, _ := approvalsSetting(m["approvals"], "noteToCustomer").(bool)
 	agentApprovers := p.approvers(child(agentPtr, "approvers"), approvalsSetting(m["approvals"], "approvers"))
 	agentRemember, _ := p.remember(child(agentPtr, "remember"), approvalsSetting(m["approvals"], "remember"))
+	agentNotices := p.notices(agentPtr, m["approvals"])
 
 	tools, isObject := m["tools"].(map[string]any)
 	for _, tn := range slices.Sorted(maps.Keys(tools)) {
@@ -458,6 +464,7 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 			if _, ok := approvalsSetting(tm["approvals"], "remember").(map[string]any); !ok {
 				t.RememberMax = agentRemember
 			}
+			t.Notices = p.notices(child(tptr, "approvals"), tm["approvals"]).over(agentNotices).list(t.ApprovalTimeout)
 			if t.Approvers != nil && t.RememberMax > 0 {
 				p.warn(child(tptr, "approvals"), fmt.Sprintf(
 					"remember never applies to %s: its approvals have approvers (%s), and a remembered decision never stands in for a quorum", tn, t.approversOn))
@@ -674,6 +681,95 @@ func (p *parser) approvers(ptr string, v any) []approvals.Requirement {
 			p.groupRefs[g] = append(p.groupRefs[g], child(at(i), "group"))
 		}
 		out = append(out, r)
+	}
+	return out
+}
+
+// noticeSettings are the notice keys of one approvals settings object;
+// the set flags say which it has.
+type noticeSettings struct {
+	remind                   []time.Duration
+	remindSet                bool
+	escalateAfter            time.Duration
+	escalateTo               string
+	escalateSet              bool
+	expiringAt               float64
+	expiringSet, expiringBad bool
+}
+
+// notices reads remind, escalateAfter/escalateTo and expiringAt from an
+// approvals settings object at ptr.
+func (p *parser) notices(ptr string, v any) noticeSettings {
+	var ns noticeSettings
+	m, _ := v.(map[string]any)
+	if r, ok := m["remind"].([]any); ok {
+		ns.remindSet = true
+		for i, rv := range r {
+			if d, ok := p.duration(child(child(ptr, "remind"), strconv.Itoa(i)), rv); ok {
+				ns.remind = append(ns.remind, d)
+			}
+		}
+	}
+	after, hasAfter := m["escalateAfter"]
+	to, hasTo := m["escalateTo"].(map[string]any)
+	switch {
+	case hasAfter && !hasTo:
+		p.report(child(ptr, "escalateAfter"), `needs escalateTo, the group to tell: "escalateTo": {"group": "finance-leads"}`)
+	case hasTo && !hasAfter:
+		p.report(child(ptr, "escalateTo"), `needs escalateAfter, when to tell it: "escalateAfter": "1h"`)
+	case hasAfter:
+		ns.escalateSet = true
+		ns.escalateAfter, _ = p.duration(child(ptr, "escalateAfter"), after)
+		ns.escalateTo, _ = to["group"].(string)
+		if ns.escalateTo != "" {
+			if p.groupRefs == nil {
+				p.groupRefs = map[string][]string{}
+			}
+			p.groupRefs[ns.escalateTo] = append(p.groupRefs[ns.escalateTo], child(child(ptr, "escalateTo"), "group"))
+		}
+	}
+	if n, ok := m["expiringAt"].(json.Number); ok {
+		ns.expiringSet = true
+		f, err := n.Float64()
+		ns.expiringAt, ns.expiringBad = f, err != nil
+	}
+	return ns
+}
+
+// over returns ns with what it does not set taken from base.
+func (ns noticeSettings) over(base noticeSettings) noticeSettings {
+	if !ns.remindSet {
+		ns.remind, ns.remindSet = base.remind, base.remindSet
+	}
+	if !ns.escalateSet {
+		ns.escalateAfter, ns.escalateTo, ns.escalateSet = base.escalateAfter, base.escalateTo, base.escalateSet
+	}
+	if !ns.expiringSet {
+		ns.expiringAt, ns.expiringSet, ns.expiringBad = base.expiringAt, base.expiringSet, base.expiringBad
+	}
+	return ns
+}
+
+// DefaultExpiringAt is when an approval warns that it is about to expire
+// when no expiringAt says otherwise: at 80% of its timeout.
+const DefaultExpiringAt = 0.8
+
+// list is the notices of an approval with timeout, as durations after its
+// request.
+func (ns noticeSettings) list(timeout time.Duration) []approvals.Notice {
+	var out []approvals.Notice
+	for _, d := range ns.remind {
+		out = append(out, approvals.Notice{Kind: approvals.Reminder, After: d})
+	}
+	if ns.escalateSet && ns.escalateAfter > 0 && ns.escalateTo != "" {
+		out = append(out, approvals.Notice{Kind: approvals.Escalated, After: ns.escalateAfter, Group: ns.escalateTo})
+	}
+	share := DefaultExpiringAt
+	if ns.expiringSet && !ns.expiringBad {
+		share = ns.expiringAt
+	}
+	if share > 0 && share < 1 {
+		out = append(out, approvals.Notice{Kind: approvals.Expiring, After: time.Duration(share * float64(timeout)).Round(time.Second)})
 	}
 	return out
 }

@@ -598,7 +598,7 @@ func (x *execution) pause(ctx context.Context, s *agent.Step, callID string, too
 		Deployment: x.run.Deployment, StepIndex: s.Index, StepID: s.ID, CallID: callID, Tool: tool.Name,
 		Input: raw, Reason: reason, RequestedAt: x.e.now(), Timeout: tool.ApprovalTimeout,
 		SeparateFrom: separated, SeparatedBy: v.SeparatedBy, NoteToCustomer: tool.NoteToCustomer,
-		Requirements: reqs,
+		Requirements: reqs, Notices: tool.Notices,
 	}, x.e.unique())
 	if err != nil {
 		return x.fail(ctx, s.ID, CodeInvalidInput, fmt.Sprintf("step %s: %v", s.ID, err))
