@@ -12,7 +12,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import {
   chromiumMissing, launchBrowser, openPage, startStead, signIn, screenshot, markPage, wasReloaded,
-  deployWithTimeout, deployRefunds, addMember, asKey, serveStatic, WAIT,
+  deployWithTimeout, deployRefunds, deployRefundsAgent, addMember, asKey, serveStatic, WAIT,
 } from "./harness.js";
 
 const missing = chromiumMissing();
@@ -655,4 +655,140 @@ test("members and groups: the owner adds, changes and removes members and manage
   await g.getByRole("button", { name: "Delete finance" }).click();
   await page.getByText("No groups yet.").waitFor();
   assert.equal((await stead.api("GET", "/v1/groups")).groups.length, 0);
+});
+
+test("remembered decisions: approve and allow again for 1h, the end user's next run goes through naming the rule, revoked on the Rules page the next asks again; refusals (no opt-in, over the max) sit next to what they name and decide nothing", opts, async (t) => {
+  const stead = await startStead(t);
+  const page = await openPage(t, browser);
+  await signIn(page, stead);
+
+  // The example as shipped does not opt in: the refusal names the setting,
+  // in the form's own alert, and decides nothing.
+  const plain = await stead.startRefund("o-1001", { endUser: "demo-user" });
+  const c0 = card(page, plain.id);
+  await c0.getByRole("button", { name: "Approve and allow again for…" }).click();
+  const form0 = c0.getByRole("group", { name: "Approve refundOrder and allow it again" });
+  await form0.getByRole("button", { name: "Approve and allow again", exact: true }).click();
+  await form0.getByRole("alert").getByText(/refundOrder of agent refunds does not allow remembered decisions in deployment 1; to allow them, set "approvals": \{"remember": \{"max": "24h"\}\}/).waitFor();
+  assert.equal(await c0.getAttribute("data-status"), "pending");
+  await screenshot(page, "38-remember-not-allowed");
+  assert.equal((await stead.api("GET", `/v1/approvals/${plain.approval.id}`)).status, "pending");
+  await c0.getByRole("button", { name: "Deny" }).click();
+  await c0.locator(".badge", { hasText: "Denied" }).waitFor();
+
+  await deployRefundsAgent(stead, "refunds-remember", { remember: { max: "24h" } });
+
+  // Approve the first run's refund and allow it again for an hour.
+  const first = await stead.startRefund("o-1001", { endUser: "demo-user" });
+  assert.equal(first.status, "awaiting-approval");
+  const c = card(page, first.id);
+  const open = c.getByRole("button", { name: "Approve and allow again for…" });
+  await open.click();
+  assert.equal(await open.getAttribute("aria-expanded"), "true");
+  const form = c.getByRole("group", { name: "Approve refundOrder and allow it again" });
+  await form.getByLabel("1 hour").check();
+  assert.equal(await form.getByLabel("Any input for this end user").isChecked(), true, "any input is not the default scope");
+  // While the form is open, Approve alone waits (the decision is the form's).
+  assert.equal(await c.getByRole("button", { name: "Approve", exact: true }).isDisabled(), true);
+  await screenshot(page, "39-remember-form");
+  await form.getByRole("button", { name: "Approve and allow again", exact: true }).click();
+  await c.locator(".badge", { hasText: "Approved" }).waitFor();
+  const note = c.locator(".remembered");
+  await note.getByText(/^Remembered: refundOrder for demo-user is allowed without asking until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in (1 hour|5\d minutes)\) \(revoke\)$/).waitFor();
+  const ruleId = await note.getAttribute("data-rule-id");
+  assert.match(ruleId, /^rul_/);
+  await c.locator('.result [data-status="succeeded"]').waitFor();
+  await screenshot(page, "40-remembered");
+  const rule = await stead.api("GET", `/v1/rules/${ruleId}`);
+  assert.equal(rule.approvalId, first.approval.id);
+  assert.equal(rule.endUserId, "demo-user");
+  assert.equal(rule.scope, "any");
+  assert.equal(rule.state, "active");
+  assert.equal(new Date(rule.expiresAt) - new Date(rule.createdAt), 3600_000);
+
+  // The next run of the same end user (demo-user: the example seeds its
+  // orders), started through the API, runs without asking; its trace names
+  // the rule, and the run page links it.
+  const second = await stead.api("POST", "/v1/agents/refunds/runs?wait=30s", { input: { orderId: "o-1002", reason: "late" }, endUserId: "demo-user" });
+  assert.equal(second.status, "succeeded", JSON.stringify(second));
+  const { events } = await stead.api("GET", `/v1/runs/${second.id}/events`);
+  assert.equal(events.some((e) => e.type === "approval.requested"), false, "the second run asked for approval");
+  const started = events.find((e) => e.type === "step.started" && e.step === "refund");
+  assert.equal(started.data.policy.remembered, ruleId);
+  await page.goto(stead.url + `/console/#/runs/${second.id}`);
+  const policy = page.locator('.ev[data-type="step.started"][data-step="refund"] .policy--remembered');
+  await policy.getByText(/^allow — allowed by remembered decision rul_\w+ \(owner, from approval apr_\w+, until /).waitFor();
+  await screenshot(page, "41-run-remembered");
+  await policy.getByRole("link", { name: ruleId }).click();
+  await page.getByRole("heading", { name: `Rule ${ruleId}` }).waitFor();
+  await page.locator(`.rule-card[data-rule-id="${ruleId}"]`).getByText("in force").waitFor();
+  await screenshot(page, "42-rule");
+
+  // The Rules page: the rule, who made it from which approval, its expiry;
+  // revoked after a confirmation.
+  await page.getByRole("link", { name: "Rules", exact: true }).click();
+  const row = page.locator(`tr.rule[data-rule-id="${ruleId}"]`);
+  await row.locator("th").getByText("refundOrder").waitFor();
+  await row.getByRole("cell", { name: "refunds", exact: true }).waitFor();
+  await row.locator(".rule__end-user").getByText("demo-user").waitFor();
+  await row.getByText("any input").waitFor();
+  await row.locator(".rule__maker").getByText("owner").waitFor();
+  await row.getByRole("link", { name: first.approval.id }).waitFor();
+  assert.match(await row.locator(".rule__expires").textContent(), /^in (1 hour|5\d minutes)$/);
+  await row.locator('.badge[data-state="active"]').getByText("in force").waitFor();
+  await screenshot(page, "43-rules");
+  await row.getByRole("button", { name: `Revoke refundOrder for demo-user (${ruleId})` }).click();
+  await row.getByRole("group", { name: `Confirm revoking ${ruleId}` }).getByRole("button", { name: "Revoke rule" }).click();
+  const revokedRow = page.locator(`tr.rule[data-rule-id="${ruleId}"][data-state="revoked"]`);
+  await revokedRow.getByText(/^by you \(owner, key_\w+\)/).waitFor();
+  await page.getByText(`Revoked ${ruleId}: the next call of refundOrder for demo-user asks for approval again.`).waitFor();
+  assert.equal((await stead.api("GET", `/v1/rules/${ruleId}`)).state, "revoked");
+  await screenshot(page, "44-rule-revoked");
+  // Revoked, it leaves the rules in force; "Show all" lists it.
+  await page.getByRole("button", { name: "Refresh" }).click();
+  await page.getByText("No rule is in force.").waitFor();
+  await page.getByLabel("Show all (expired and revoked too)").check();
+  await revokedRow.waitFor();
+
+  // A viewer reads the rules, and is offered no revoke.
+  const vi = await addMember(stead, "Vi Reed", { role: "viewer" });
+  const reader = await openPage(t, browser, { width: 360, height: 740 });
+  await signIn(reader, { ...stead, key: vi.key });
+  await reader.getByRole("link", { name: "Rules", exact: true }).click();
+  await reader.getByLabel("Show all (expired and revoked too)").check();
+  await reader.locator(`tr.rule[data-rule-id="${ruleId}"][data-state="revoked"]`).waitFor();
+  assert.equal(await reader.getByRole("button", { name: /^Revoke/ }).count(), 0);
+  const width = await reader.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 360, `the rules page is ${width}px wide at 360px`);
+  await screenshot(reader, "45-narrow-rules");
+
+  // The third run asks again. On the approval's page, remembering it for
+  // longer than the tool's max is refused next to the duration, and
+  // decides nothing.
+  const third = await stead.startRefund("o-1003", { endUser: "demo-user" });
+  assert.equal(third.status, "awaiting-approval");
+  await page.goto(stead.url + `/console/#/approvals/${third.approval.id}`);
+  await page.getByRole("heading", { name: `Approval ${third.approval.id}` }).waitFor();
+  const c3 = card(page, third.id);
+  await c3.getByRole("button", { name: "Approve and allow again for…" }).click();
+  const form3 = c3.getByRole("group", { name: "Approve refundOrder and allow it again" });
+  await form3.getByLabel("Custom duration").fill("48h");
+  assert.equal(await form3.getByLabel("Custom:").isChecked(), true, "typing a duration does not choose Custom");
+  await form3.getByRole("button", { name: "Approve and allow again", exact: true }).click();
+  const forError = form3.locator(".remember__for + .field__error");
+  await forError.getByText("48h is longer than refundOrder allows: its approvals.remember.max is 24h; remember it for 24h or less").waitFor();
+  assert.equal(await form3.getByLabel("Custom duration").getAttribute("aria-invalid"), "true");
+  assert.equal(await form3.locator(".remember__for").getAttribute("aria-invalid"), "true");
+  assert.equal(await c3.getAttribute("data-status"), "pending");
+  await c3.locator(".badge", { hasText: "Pending" }).waitFor();
+  assert.equal((await stead.api("GET", `/v1/approvals/${third.approval.id}`)).status, "pending");
+  assert.equal(await runStatus(stead, third.id), "awaiting-approval");
+  assert.equal((await stead.api("GET", "/v1/rules?status=all")).rules.length, 1, "a refused remember made a rule");
+  await screenshot(page, "46-remember-refused");
+
+  // Closed, the form leaves a plain Approve, which decides as before.
+  await form3.getByRole("button", { name: "Cancel" }).click();
+  await c3.getByRole("button", { name: "Approve", exact: true }).click();
+  await c3.locator('.result [data-status="succeeded"]').waitFor();
+  assert.equal(await c3.locator(".remembered").count(), 0);
 });

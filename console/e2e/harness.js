@@ -141,16 +141,28 @@ export async function startStead(t) {
   return stead;
 }
 
-// deployRefunds deploys a copy of examples/refunds whose refunds agent's
-// refundOrder has the given approvals settings.
-export async function deployRefunds(stead, name, approvals) {
+// deployExample deploys a copy of examples/refunds whose stead.json edit
+// has changed (edit gets the parsed config and changes it in place).
+export async function deployExample(stead, name, edit) {
   const dir = path.join(stead.dir, name);
   await mkdir(dir, { recursive: true });
   await cp(path.join(repoRoot, "examples/refunds/handlers.js"), path.join(dir, "handlers.js"));
   const cfg = JSON.parse(await readFile(path.join(repoRoot, "examples/refunds/stead.json"), "utf8"));
-  cfg.agents.refunds.tools.refundOrder.approvals = approvals;
+  edit(cfg);
   await writeFile(path.join(dir, "stead.json"), JSON.stringify(cfg, null, 2));
   return stead.cliJSON("deploy", dir);
+}
+
+// deployRefunds deploys a copy of examples/refunds whose refunds agent's
+// refundOrder has the given approvals settings.
+export async function deployRefunds(stead, name, approvals) {
+  return deployExample(stead, name, (cfg) => { cfg.agents.refunds.tools.refundOrder.approvals = approvals; });
+}
+
+// deployRefundsAgent deploys a copy of examples/refunds whose refunds
+// agent's approvals (for all its tools) also have the given settings.
+export async function deployRefundsAgent(stead, name, approvals) {
+  return deployExample(stead, name, (cfg) => { Object.assign(cfg.agents.refunds.approvals, approvals); });
 }
 
 // deployWithTimeout deploys a copy of examples/refunds whose refundOrder

@@ -4,12 +4,13 @@
 // they ever differ, the API's refusal is shown where the action was tried.
 
 // SECTIONS are the sections each role may open (an approver lists
-// approvals, reads a run from its approval, and reads members and groups).
+// approvals and remembered decisions, reads a run from its approval, and
+// reads members and groups). Rules are read by whoever reads approvals.
 export const SECTIONS = {
-  owner: ["approvals", "runs", "deployments", "members", "groups"],
-  developer: ["approvals", "runs", "deployments", "members", "groups"],
-  viewer: ["approvals", "runs", "deployments", "members", "groups"],
-  approver: ["approvals", "members", "groups"],
+  owner: ["approvals", "rules", "runs", "deployments", "members", "groups"],
+  developer: ["approvals", "rules", "runs", "deployments", "members", "groups"],
+  viewer: ["approvals", "rules", "runs", "deployments", "members", "groups"],
+  approver: ["approvals", "rules", "members", "groups"],
 };
 
 // mayManageMembers: add, change and remove members, and manage groups
@@ -28,3 +29,9 @@ export const ROLES = [
 
 // DECIDING_ROLES are the roles whose members may vote on approvals.
 export const DECIDING_ROLES = ["owner", "developer", "approver"];
+
+// mayDecide: approve and deny, and revoke remembered decisions (the
+// decide permission).
+export function mayDecide(me) {
+  return !!me && DECIDING_ROLES.includes(me.role);
+}

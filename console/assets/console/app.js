@@ -1,6 +1,6 @@
 // The console: sign-in, the header and a hash router (#/approvals,
-// #/approvals/{id}, #/runs, #/runs/{id}, #/deployments, #/members,
-// #/groups). Each view renders into <main> and returns a function that
+// #/approvals/{id}, #/rules, #/rules/{id}, #/runs, #/runs/{id},
+// #/deployments, #/members, #/groups). Each view renders into <main> and returns a function that
 // stops its timers and streams.
 
 import { h, replace, alertBox, showError } from "./dom.js";
@@ -11,6 +11,7 @@ import { runView } from "./run.js";
 import { deploymentsView } from "./deployments.js";
 import { membersView } from "./members.js";
 import { groupsView } from "./groups.js";
+import { rulesView, ruleView } from "./rules.js";
 import { SECTIONS } from "./access.js";
 
 const main = document.getElementById("main");
@@ -56,6 +57,9 @@ async function route() {
   switch (section) {
     case "approvals":
       stop = parts[1] ? approvalView(ctx, parts[1]) : approvalsView(ctx);
+      break;
+    case "rules":
+      stop = parts[1] ? ruleView(ctx, parts[1]) : rulesView(ctx);
       break;
     case "runs":
       stop = parts[1] ? runView(ctx, parts[1]) : runsView(ctx);

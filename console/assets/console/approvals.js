@@ -1,11 +1,12 @@
-// Approvals: the pending queue (live countdowns, approve, deny, edit the
-// input, bulk approve, quorum progress and votes), the decided and expired
-// tabs, and one approval.
+// Approvals: the pending queue (live countdowns, approve, approve and
+// allow again for a while, deny, edit the input, bulk approve, quorum
+// progress and votes), the decided and expired tabs, and one approval.
 
 import { h, replace, alertBox, showError, showMessage } from "./dom.js";
 import { get, post, enc } from "./api.js";
 import { ago, stamp, countdown, pretty, who } from "./format.js";
 import { hasQuorum, chips, isEligible, hasVoted, voteNoteText, progressLine, detail as quorumDetail } from "./quorum.js";
+import { rememberable, rememberForm, rememberedNote, isRememberError } from "./remember.js";
 
 const POLL_MS = 3000;
 const RUN_POLL_MS = 1000;
@@ -342,6 +343,13 @@ function pendingCard(initial, opts) {
   const approveBtn = h("button", { type: "button", class: "btn btn--primary", text: "Approve", on: { click: () => decide(true) } });
   const denyBtn = h("button", { type: "button", class: "btn btn--danger", text: "Deny", on: { click: () => decide(false) } });
   const editBtn = h("button", { type: "button", class: "btn", text: "Edit input", attrs: { "aria-expanded": "false", "aria-controls": `editor-${id}` }, on: { click: toggleEditor } });
+  // Approve and remember: offered on approvals without approvers; whether
+  // the tool allows it, and for how long, the API says.
+  const rememberBtn = h("button", {
+    type: "button", class: "btn", text: "Approve and allow again for…", hidden: !rememberable(a),
+    attrs: { "aria-expanded": "false", "aria-controls": `remember-${id}` }, on: { click: toggleRemember },
+  });
+  const remember = rememberForm(a, { onConfirm: approveRemember, onCancel: toggleRemember });
   const err = alertBox();
   const result = h("div", { class: "result", hidden: true, attrs: { role: "status" } });
 
@@ -360,13 +368,13 @@ function pendingCard(initial, opts) {
   const check = opts.selectable
     ? h("input", { type: "checkbox", id: `select-${id}`, on: { change: () => opts.onSelect(id, check.checked) } })
     : null;
-  const actions = h("div", { class: "actions" }, approveBtn, denyBtn, editBtn);
+  const actions = h("div", { class: "actions" }, approveBtn, rememberBtn, denyBtn, editBtn);
   // Whether a deny note reaches the customer is the tool's setting
   // (approvals.noteToCustomer); the label says which.
   const noteLabel = a.noteToCustomer
     ? "Note (optional, recorded in the trace; on a deny the customer sees it)"
     : "Note (optional, recorded in the trace)";
-  const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: noteLabel }), note, actions, editorBox);
+  const decisionBox = h("div", { class: "decision" }, h("label", { for: noteId, text: noteLabel }), note, actions, remember.el, editorBox);
   const inputPre = h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool}` } });
 
   const el = h("article", { class: "card approval", data: { approvalId: id, runId: a.runId, status: "pending" }, attrs: { "aria-labelledby": `title-${id}` } },
@@ -399,9 +407,13 @@ function pendingCard(initial, opts) {
   function sync() {
     const busy = state === "deciding";
     const editing = !editorBox.hidden;
-    approveBtn.disabled = busy || editing || !mayVote() || voted();
+    const remembering = !remember.el.hidden;
+    approveBtn.disabled = busy || editing || remembering || !mayVote() || voted();
+    rememberBtn.disabled = busy || editing || !mayVote() || voted();
+    rememberBtn.hidden = !rememberable(a);
+    remember.setBusy(busy);
     denyBtn.disabled = busy || !mayVote();
-    editBtn.disabled = busy || !mayVote();
+    editBtn.disabled = busy || remembering || !mayVote();
     approveEdited.disabled = busy || !syntaxOk;
     cancelEdit.disabled = busy;
     if (check) {
@@ -414,7 +426,7 @@ function pendingCard(initial, opts) {
   }
 
   function selectable() {
-    return state === "pending" && editorBox.hidden && mayVote() && !voted();
+    return state === "pending" && editorBox.hidden && remember.el.hidden && mayVote() && !voted();
   }
 
   // renderQuorum shows where the votes stand and what the reviewer may do.
@@ -474,6 +486,27 @@ function pendingCard(initial, opts) {
     }
   }
 
+  // toggleRemember opens and closes "Approve and allow again for…". While
+  // it is open the card leaves the bulk selection, and Approve alone waits:
+  // the decision made is the one the open form says.
+  function toggleRemember() {
+    const open = remember.el.hidden;
+    remember.el.hidden = !open;
+    rememberBtn.setAttribute("aria-expanded", String(open));
+    sync();
+    if (open) {
+      remember.focus();
+    } else {
+      remember.show(null);
+      rememberBtn.focus();
+    }
+  }
+
+  async function approveRemember() {
+    const r = remember.read();
+    if (r) await decide(true, { remember: r });
+  }
+
   function checkSyntax() {
     try {
       JSON.parse(editor.value);
@@ -498,15 +531,19 @@ function pendingCard(initial, opts) {
   // decide sends the decision and updates the card. Resolves {ok, error,
   // approval, vote}: vote when it was a vote that did not settle it.
   // seen is the inputDigest of the input the reviewer saw where that was
-  // not this card (the bulk dialog); by default the card's.
-  async function decide(approve, { note: noteText, input, seen } = {}) {
+  // not this card (the bulk dialog); by default the card's. remember, with
+  // an approve, is the request's "remember" (the approval and the rule in
+  // one request; a refused remember decides nothing).
+  async function decide(approve, { note: noteText, input, seen, remember: rememberIt } = {}) {
     if (state === "deciding" || state === "decided") return { ok: false, error: { message: "already decided here" } };
     const body = { note: noteText !== undefined ? noteText : note.value, inputDigest: seen || a.inputDigest };
     if (input !== undefined) body.input = input;
+    if (approve && rememberIt) body.remember = rememberIt;
     state = "deciding";
     sync();
     showError(err, null);
     showError(editErr, null);
+    remember.show(null);
     changedNote.hidden = true;
     try {
       const decided = await post(`/v1/approvals/${enc(id)}/${approve ? "approve" : "deny"}`, body);
@@ -522,7 +559,13 @@ function pendingCard(initial, opts) {
       markDecided(decided);
       return { ok: true, approval: decided };
     } catch (e) {
-      if (e.code === "invalid_argument" && input !== undefined) {
+      if (body.remember && isRememberError(e)) {
+        // The rule cannot be made (the tool does not allow it, too long):
+        // nothing was decided; said next to what the API names.
+        state = "pending";
+        sync();
+        remember.show(e);
+      } else if (e.code === "invalid_argument" && input !== undefined) {
         // The edit broke the tool's schema: nothing was decided.
         state = "pending";
         sync();
@@ -596,6 +639,7 @@ function pendingCard(initial, opts) {
     replace(result,
       h("p", {}, h("strong", { text: d.status === "approved" ? "Approved" : "Denied" }), ` by ${who(d.decidedBy, opts.me, d.decidedByName)} at ${stamp(d.decidedAt)}`,
         d.note ? [" — note: ", h("q", { text: d.note })] : null),
+      d.rememberedRule ? rememberedNote(d.rememberedRule) : null,
       hasQuorum(d) && d.status === "approved" ? h("p", { class: "small", text: `Quorum met: ${d.progress}.` }) : null,
       d.originalInput ? h("p", { class: "small", text: "Approved with an edited input:" }) : null,
       d.originalInput ? h("pre", { class: "json", text: pretty(d.input) }) : null,

@@ -96,7 +96,8 @@ function errorTitle(err) {
 
 // field is a labelled form control with a slot under it for what the API
 // says about it. name is the field as the API names it ("email"; a
-// problem with "members[1]" goes to the field named "members").
+// problem with "members[1]" goes to the field named "members", one with
+// "remember.for" to a field of that name, else to "remember").
 export function field(name, label, control, { help } = {}) {
   const slot = h("p", { id: control.id + "-error", class: "field__error", hidden: true });
   const helpEl = help ? h("p", { id: control.id + "-help", class: "help", text: help }) : null;
@@ -129,7 +130,7 @@ export function showFieldErrors(box, fields, err, { fallback } = {}) {
     first = first || f;
   };
   for (const p of problems) {
-    const f = fields.find((x) => x.name === String(p.field || "").split(/[.[]/)[0]);
+    const f = fields.find((x) => x.name === p.field) || fields.find((x) => x.name === String(p.field || "").split(/[.[]/)[0]);
     if (f) put(f, /\[\d+\]/.test(p.field) ? `${p.field}: ${p.message}` : p.message);
     else rest.push(p);
   }

@@ -2,15 +2,17 @@
 
 const rtf = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
 
-// ago: "just now", "3 minutes ago", "in 2 hours".
+// ago: "just now", "3 minutes ago", "in 2 hours". Each unit is used while
+// the rounded number stays below the next ("in 1 hour", not "in 60
+// minutes").
 export function ago(iso, now = Date.now()) {
   if (!iso) return "—";
   const s = Math.round((new Date(iso).getTime() - now) / 1000);
   const abs = Math.abs(s);
   if (abs < 10) return "just now";
   if (abs < 60) return rtf.format(s, "second");
-  if (abs < 3600) return rtf.format(Math.round(s / 60), "minute");
-  if (abs < 48 * 3600) return rtf.format(Math.round(s / 3600), "hour");
+  if (Math.abs(Math.round(s / 60)) < 60) return rtf.format(Math.round(s / 60), "minute");
+  if (Math.abs(Math.round(s / 3600)) < 48) return rtf.format(Math.round(s / 3600), "hour");
   return rtf.format(Math.round(s / 86400), "day");
 }
 

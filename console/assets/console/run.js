@@ -4,6 +4,7 @@ import { h, replace, alertBox, showError } from "./dom.js";
 import { get, post, enc, streamEvents } from "./api.js";
 import { ago, stamp, clockMs, countdown, pretty, hasCosts, costsText, who } from "./format.js";
 import { statusBadge } from "./approvals.js";
+import { ruleLink } from "./rules.js";
 
 const TERMINAL = ["succeeded", "failed", "cancelled"];
 
@@ -139,6 +140,21 @@ function tallies(progress) {
   return progress.map((t) => `${(t.counted || []).length} of ${t.min} from ${t.group}`).join("; ");
 }
 
+// policyText is a step's policy decision: who approved it, or the
+// decision and its reason — a remembered decision's rule named and linked.
+function policyText(p, me) {
+  if (p.decision === "approved") return `approved by ${who(p.by, me, p.byName)} (approval ${p.approvalId})`;
+  if (!p.remembered) return `${p.decision}${p.reason ? " — " + p.reason : ""}`;
+  // The reason names the rule ("allowed by remembered decision rul_… (Ana
+  // Diaz, from approval apr_…, until …)"): it becomes the link.
+  const reason = p.reason || "";
+  const at = reason.indexOf(p.remembered);
+  const linked = at < 0
+    ? [reason, reason ? " " : "", "(remembered decision ", ruleLink(p.remembered), ")"]
+    : [reason.slice(0, at), ruleLink(p.remembered), reason.slice(at + p.remembered.length)];
+  return h("span", { class: "policy--remembered", data: { ruleId: p.remembered } }, `${p.decision} — `, linked);
+}
+
 function idemKey(d) {
   return d.idempotencyKey ? kv("idempotency key", h("code", { class: "idem", text: d.idempotencyKey })) : null;
 }
@@ -157,9 +173,8 @@ function eventItem(ev, me) {
       break;
     case "step.started": {
       title = `Step ${ev.step}: ${d.tool} started`;
-      const p = d.policy;
       body = [
-        p ? kv("policy", p.decision === "approved" ? `approved by ${who(p.by, me, p.byName)} (approval ${p.approvalId})` : `${p.decision}${p.reason ? " — " + p.reason : ""}`) : null,
+        d.policy ? kv("policy", policyText(d.policy, me)) : null,
         idemKey(d),
         d.attempt > 1 ? kv("attempt", String(d.attempt)) : null,
         h("p", { class: "ev__label small", text: "Input" }), json(d.input, `Input of step ${ev.step}`),
