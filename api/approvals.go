@@ -80,6 +80,9 @@ type rememberRequest struct {
 type approveResponse struct {
 	Approval
 	RememberedRule *Rule `json:"rememberedRule,omitempty"`
+	// NotRemembered says why an approval that went through remembered
+	// nothing (rare: the rule failed after the decision).
+	NotRemembered string `json:"notRemembered,omitempty"`
 }
 
 type denyRequest struct {
@@ -114,6 +117,12 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *caller) erro
 	}
 	rp.For = d
 	a, rule, err := s.engine.ApproveAndRemember(r.Context(), c.actor, p, rp)
+	var notRemembered *engine.NotRememberedError
+	if errors.As(err, &notRemembered) {
+		// The decision went through: say so, and why nothing is remembered.
+		writeJSON(w, http.StatusOK, approveResponse{Approval: approvalOf(a), NotRemembered: notRemembered.Error()})
+		return nil
+	}
 	if err != nil {
 		var re *engine.RememberError
 		if errors.As(err, &re) {

@@ -123,9 +123,21 @@ func (e *Engine) ApproveAndRemember(ctx context.Context, actor approvals.Actor, 
 	}
 	r, err := e.Remember(ctx, actor, decided, rp)
 	if err != nil {
-		return decided, approvals.Rule{}, fmt.Errorf("approval %s is approved, but the decision was not remembered: %w", decided.ID, err)
+		return decided, approvals.Rule{}, &NotRememberedError{Approval: decided.ID, Err: err}
 	}
 	return decided, r, nil
+}
+
+// NotRememberedError is ApproveAndRemember's error when the approval went
+// through but the rule could not be made after it (the approval's status
+// changed under it, a store failure): the decision stands.
+type NotRememberedError struct {
+	Approval string
+	Err      error
+}
+
+func (e *NotRememberedError) Error() string {
+	return fmt.Sprintf("approval %s is decided, but the decision was not remembered: %v", e.Approval, e.Err)
 }
 
 // ruleFor is the rule remembering actor's approval of a would make, or the
