@@ -527,6 +527,7 @@ type Store interface {
 	RemoveMember(ctx context.Context, projectID, id string, at time.Time) (Member, error)
 	Groups
 	Rules
+	Webhooks
 
 	// RevokeCustomerTokens records r until r.Until. Revoking a token twice
 	// keeps the later Until; of two IssuedBefore, the later one holds.

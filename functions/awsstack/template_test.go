@@ -355,7 +355,7 @@ func TestTemplateTable(t *testing.T) {
 		projected = append(projected, nonKey...)
 		wantGSI[ix.Name] = fmt.Sprintf("%s:HASH,%s:RANGE %s %v", ix.PK, ix.SK, typ, nonKey)
 	}
-	for _, name := range []string{dynamostore.IndexByProject, dynamostore.IndexPending, dynamostore.IndexDue, dynamostore.IndexStall} {
+	for _, name := range []string{dynamostore.IndexByProject, dynamostore.IndexPending, dynamostore.IndexDue, dynamostore.IndexStall, dynamostore.IndexOutbox} {
 		if _, ok := wantGSI[name]; !ok {
 			t.Errorf("dynamostore.Indexes lacks %s", name)
 		}

@@ -486,7 +486,7 @@ func (s *Store) ListDueApprovals(ctx context.Context, now time.Time, limit int) 
 	limit = clampLimit(limit)
 	// Keys are "<expiresAt>#<id>"; '#' sorts before '$', so this takes every
 	// deadline up to and including now.
-	entries, err := s.queryShards(ctx, IndexDue, AttrDuePK, AttrDueSK, timeKey(now)+"$", limit)
+	entries, err := s.queryShards(ctx, IndexDue, AttrDuePK, AttrDueSK, "", timeKey(now)+"$", limit)
 	if err != nil {
 		return nil, fmt.Errorf("list due approvals: %w", err)
 	}
@@ -591,6 +591,7 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		e.Set(aUpdated, avT(d.At))
 		if n := len(p.Events); n > 0 {
 			appendTail(e, avB(batch), n, len(batch))
+			s.outboxClauses(e, a.RunID, p.Events)
 			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
 		if vote {

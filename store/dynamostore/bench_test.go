@@ -104,11 +104,51 @@ const sfnTransitions = 5
 // quorum=2of3 is the same run with its approval needing two of a group of
 // three: what a 2-of-N vote adds (the group and members read when it asks,
 // a read and a write per vote).
+//
+// notify=3 is output=json with its approval.requested, approval.approved
+// and run.succeeded events notifying (store.Event.Notify, as the engine
+// sets it for a project with webhook endpoints), and the outbox drained
+// after each of the three writes as a notifier kicked by them would: what
+// the outbox adds to a run — the marks in the run's own writes, each
+// entry's index write in and out, and the acks (ListOutbox and AckOutbox;
+// the fan-out's reads of the run and its events, and the deliveries
+// themselves, are the notifier's and per endpoint, not counted here).
+// outbox-WU/run and outbox-RU/run are the drains' share.
 func BenchmarkGatedRunCost(b *testing.B) {
 	for _, kind := range []string{"json", "random"} {
-		b.Run("output="+kind, func(b *testing.B) { benchGatedRun(b, "gated3", kind) })
+		b.Run("output="+kind, func(b *testing.B) { benchGatedRun(b, "gated3", kind, false) })
 	}
-	b.Run("quorum=2of3", func(b *testing.B) { benchGatedRun(b, "quorum3", "json") })
+	b.Run("quorum=2of3", func(b *testing.B) { benchGatedRun(b, "quorum3", "json", false) })
+	b.Run("output=json/notify=3", func(b *testing.B) { benchGatedRun(b, "gated3", "json", true) })
+}
+
+// notifyingStore flags the events of the types in notify as notifying, on
+// every write that appends events, as the engine does for a project with
+// webhook endpoints.
+type notifyingStore struct {
+	store.Store
+	notify map[string]bool
+}
+
+func (s notifyingStore) flag(events []store.Event) {
+	for i := range events {
+		events[i].Notify = s.notify[events[i].Type]
+	}
+}
+
+func (s notifyingStore) CreateRun(ctx context.Context, r store.Run, events []store.Event) (store.Run, error) {
+	s.flag(events)
+	return s.Store.CreateRun(ctx, r, events)
+}
+
+func (s notifyingStore) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
+	s.flag(c.Events)
+	return s.Store.CommitRun(ctx, c)
+}
+
+func (s notifyingStore) DecideApproval(ctx context.Context, p store.DecideParams) (approvals.Approval, store.Run, error) {
+	s.flag(p.Events)
+	return s.Store.DecideApproval(ctx, p)
 }
 
 // gatedBench is the engine on a metered dynamostore (against moto_server),
@@ -116,13 +156,16 @@ func BenchmarkGatedRunCost(b *testing.B) {
 type gatedBench struct {
 	eng   *engine.Engine
 	plain *dynamostore.Store
-	m     *meter
-	actor approvals.Actor
+	// metered is the engine's store, on the meter.
+	metered *dynamostore.Store
+	m       *meter
+	actor   approvals.Actor
 	// voters are two members of the group "finance" (of three).
 	voters []approvals.Actor
 }
 
-func newGatedBench(tb testing.TB) gatedBench {
+// wrap, if given, wraps the store the engine writes through.
+func newGatedBench(tb testing.TB, wrap ...func(store.Store) store.Store) gatedBench {
 	srv := aws.Get(tb)
 	ctx := context.Background()
 	raw := srv.DynamoDB()
@@ -139,8 +182,12 @@ func newGatedBench(tb testing.TB) gatedBench {
 	}
 	rt := jsvm.New(jsvm.Options{})
 	tb.Cleanup(rt.Close)
+	var st store.Store = metered
+	for _, w := range wrap {
+		st = w(st)
+	}
 	eng, err := engine.New(engine.Config{
-		Store: metered, Blobs: blobs, Invoker: rt, Dispatch: nopDispatch{},
+		Store: st, Blobs: blobs, Invoker: rt, Dispatch: nopDispatch{},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -165,14 +212,47 @@ func newGatedBench(tb testing.TB) gatedBench {
 	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(benchHandlers), Config: []byte(benchConfig)}); err != nil {
 		tb.Fatal(err)
 	}
-	return gatedBench{eng: eng, plain: plain, m: m, actor: actor, voters: voters[:2]}
+	return gatedBench{eng: eng, plain: plain, metered: metered, m: m, actor: actor, voters: voters[:2]}
 }
 
-func benchGatedRun(b *testing.B, agent, kind string) {
-	g := newGatedBench(b)
+func benchGatedRun(b *testing.B, agent, kind string, notify bool) {
+	var wrap []func(store.Store) store.Store
+	if notify {
+		wrap = append(wrap, func(s store.Store) store.Store {
+			return notifyingStore{Store: s, notify: map[string]bool{"approval.requested": true, "approval.approved": true, "run.succeeded": true}}
+		})
+	}
+	g := newGatedBench(b, wrap...)
 	ctx := context.Background()
 	eng, plain, m, actor := g.eng, g.plain, g.m, g.actor
 	input := json.RawMessage(`{"id":"o-1","kind":"` + kind + `"}`)
+	// drain takes the run out of the outbox, as a notifier kicked by a
+	// notifying write would; drainWU and drainRU are what that cost.
+	var drainWU, drainRU float64
+	drain := func() {
+		if !notify {
+			return
+		}
+		_, wu0, ru0 := m.Totals()
+		entries, err := g.metered.ListOutbox(ctx, 100)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(entries) != 1 {
+			b.Fatalf("outbox %v after a notifying write, want one run", entries)
+		}
+		for _, e := range entries {
+			r, err := plain.GetRun(ctx, e.RunID) // the fan-out's read, not the outbox's
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.metered.AckOutbox(ctx, e.RunID, r.LastSeq); err != nil {
+				b.Fatal(err)
+			}
+		}
+		_, wu1, ru1 := m.Totals()
+		drainWU, drainRU = drainWU+wu1-wu0, drainRU+ru1-ru0
+	}
 	run := func() time.Duration {
 		var busy time.Duration
 		phase := func(fn func() error) {
@@ -188,6 +268,8 @@ func benchGatedRun(b *testing.B, agent, kind string) {
 			return err
 		})
 		phase(func() error { return eng.Execute(ctx, r.ID) })
+		drain() // approval.requested
+
 		paused, err := plain.GetRun(ctx, r.ID) // the person's view: not part of the run's cost
 		if err != nil || paused.Status != store.RunAwaitingApproval {
 			b.Fatalf("run %s is %s, want awaiting-approval (%v)", r.ID, paused.Status, err)
@@ -202,7 +284,9 @@ func benchGatedRun(b *testing.B, agent, kind string) {
 				return err
 			})
 		}
+		drain() // approval.approved
 		phase(func() error { return eng.Execute(ctx, r.ID) })
+		drain() // run.succeeded
 		done, err := plain.GetRun(ctx, r.ID)
 		if err != nil || done.Status != store.RunSucceeded {
 			b.Fatalf("run %s is %s, want succeeded (%v, %v)", r.ID, done.Status, done.Error, err)
@@ -211,6 +295,7 @@ func benchGatedRun(b *testing.B, agent, kind string) {
 	}
 	run() // warm the engine's caches (deployment, compiled bundle, signing key)
 	m.Reset()
+	drainWU, drainRU = 0, 0
 	var busy time.Duration
 	n := 0
 	for b.Loop() {
@@ -232,5 +317,9 @@ func benchGatedRun(b *testing.B, agent, kind string) {
 	b.ReportMetric(dynamo+lambda, "$total/Mruns")
 	b.ReportMetric(sfn, "$stepfunctions/Mruns")
 	b.ReportMetric(sfn/(dynamo+lambda), "x-cheaper")
+	if notify {
+		b.ReportMetric(perRun(drainWU), "outbox-WU/run")
+		b.ReportMetric(perRun(drainRU), "outbox-RU/run")
+	}
 	b.Logf("%d runs: %s", n, m.Breakdown(n))
 }

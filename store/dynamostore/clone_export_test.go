@@ -39,7 +39,7 @@ func (s *Store) CloneRun(ctx context.Context, items []map[string]types.Attribute
 		for k, v := range it {
 			var err error
 			switch k {
-			case AttrDuePK, AttrStallPK:
+			case AttrDuePK, AttrStallPK, AttrOutboxPK:
 				n[k] = avS(c.shard)
 			case AttrTTL, aKeep:
 				n[k] = avN(getN(it, k) + int64(shift/time.Second))

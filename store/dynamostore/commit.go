@@ -168,6 +168,7 @@ func (s *Store) commitTail(ctx context.Context, c store.RunCommit, batch []byte)
 			tb := e.n(aTailBytes)
 			e.Cond(fmt.Sprintf("attribute_not_exists(%s) OR %s <= %s", tb, tb, e.v(avN(int64(s.tailBytes-len(batch))))))
 			appendTail(e, avB(batch), n, len(batch))
+			s.outboxClauses(e, c.Run.ID, c.Events)
 			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
 		s.stallClauses(e, c.Run.ID, c.Run.Status, c.Run.LeaseUntil, force)
@@ -337,6 +338,7 @@ func (s *Store) commitPoint(ctx context.Context, old item, c store.RunCommit, sk
 			return nil, err
 		}
 		e.Set(aVersion, avN(c.Run.Version+1))
+		s.outboxClauses(e, id, c.Events)
 		e.Set(aLastSeq, avN(lastSeq+int64(len(c.Events))))
 		if renew > 0 {
 			e.Set(aKeep, avN(renew))

@@ -1,5 +1,5 @@
 // Package dynamostore is Stead's DynamoDB backend: store.Store on one table
-// (on-demand, string keys pk and sk) with four sparse global secondary
+// (on-demand, string keys pk and sk) with five sparse global secondary
 // indexes. It passes store/storetest, like the embedded bbolt backend whose
 // key design it mirrors.
 //
@@ -21,6 +21,8 @@
 //	broker        B#<p>:<user>:<coll> <key>              BrokerRecord                                 never
 //	revocations   CTR#<p>:<user>     R                   CustomerRevocations of one end user          its last revocation's end
 //	rule          RL#<p><scope>      <ruleID>            a remembered decision (see rules.go)         its expiry + Retention
+//	endpoint      P#<project>        WH#<endpoint>       webhook Endpoint (its secrets), version      never
+//	delivery      WD#<delivery>      WD                  webhook Delivery (body, attempts), version   its last time + Retention
 //
 // (ttl: the AttrTTL attribute, see Retention below.)
 //
@@ -36,9 +38,12 @@
 //
 //	byProject  g1pk R#<project> | A#<project>  g1sk <createdAt|requestedAt>#<id>   runs and approvals of a project
 //	           g1pk RL#<project>               g1sk <ruleID>                       its remembered decisions (rules.go)
+//	           g1pk WD#<project><endpoint>     g1sk <createdAt>#<delivery>         an endpoint's delivery log (webhooks.go)
 //	pending    g2pk <project>                  g2sk <requestedAt>#<approval>       runs whose current approval is pending
 //	due        g3pk <shard>                    g3sk <expiresAt>#<approval>         the same, for the sweeper
+//	           g3pk W<shard>                   g3sk <nextAt>#<delivery>            pending deliveries, for the notifier
 //	stall      g4pk <shard>                    g4sk <lease lower bound>#<run>      queued and running runs
+//	outbox     g5pk <shard>                    g5sk <markedAt>#<run>               runs with notifications to fan out
 //
 // # Which write moves what
 //
@@ -59,9 +64,22 @@
 //	                          decision in the run's approval slot)
 //	DecideApproval, a vote    as above: UpdateItem run (the votes in the       as above when the vote settles; none
 //	that does not settle      slot, conditional on their count; events)        otherwise
+//	the writes above that     the same requests: the run's write carries its   also → outbox, unless the run is in it
+//	append events, when one   outbox entry (oxa, oxk, oxt: webhooks.go)        already
+//	of them notifies
+//	AckOutbox                 UpdateItem run (removes the entry; when later    ← outbox, or its projected start moved
+//	                          events notify, a second one moves its start)
 //	ListStalledRuns, sweep    Query stall (every shard); BatchGetItem runs     —
 //	ListDueApprovals          Query due (every shard); BatchGetItem            —
 //	                          approvals + runs
+//	ListOutbox                Query outbox (every shard)                       —
+//	PutDeliveries             PutItem delivery each (conditional on it being   → byProject WD#, → due W
+//	                          new; up to 8 at once)
+//	UpdateDelivery            UpdateItem delivery (conditional on version)     due W moved with NextAt; ← due W once settled
+//	ListDueDeliveries         Query due W (every shard); BatchGetItem          —
+//	                          deliveries
+//	DeleteEndpoint            Query byProject WD#; BatchWriteItem deletes;     ← byProject WD#, ← due W (its deliveries)
+//	                          DeleteItem endpoint
 //
 // Members and keys move no index entry; their writes are transactions (see
 // Members below):
@@ -286,6 +304,21 @@
 // decision puts it back), which costs 2 writes a gated run and keeps a
 // sweep from reading every waiting run.
 //
+// A run that notifies nothing pays nothing for webhooks: no outbox
+// attribute is written, so the run above still costs 20 units. A
+// notification rides on the write that appends its event (some 80 bytes
+// more on the run item, which cost a unit only if they take the item past
+// a KB boundary), and costs 1 index write when its run enters the outbox,
+// then 1 for the ack's update of the run item (2 past 1 KB) and 1 for the
+// index entry leaving: 3 units for each one fanned out on its own. With
+// approval.requested, approval.approved and run.succeeded notifying, each
+// fanned out before the next, the run costs 29 units (9 more) and 6 read
+// units more (ListOutbox's queries of 4 shards, three times). Deliveries
+// come on top, per endpoint: about 8 units for one delivered at its first
+// try (the put 3, the take 3, the record 2; see webhooks.go). DynamoDB
+// Streams would carry the notifications for no write unit at all;
+// webhooks.go says why the outbox is in the write instead.
+//
 // Global secondary indexes are eventually consistent on AWS: a list may miss
 // a run created or include an approval decided a moment ago. Everything that
 // decides reads the table itself, strongly consistent.
@@ -339,7 +372,7 @@ type Options struct {
 	// InlineCap is the largest payload kept in an item; DefaultInlineCap when
 	// zero. DynamoDB's item limit is 400 KB.
 	InlineCap int
-	// Shards is how many partitions the due and stall indexes use;
+	// Shards is how many partitions the due, stall and outbox indexes use;
 	// DefaultShards when zero. Changing it strands entries of the old shards:
 	// choose it once per table.
 	Shards int

@@ -369,6 +369,7 @@ func (s *Store) newRunItem(ctx context.Context, r store.Run, events []store.Even
 		it[AttrStallPK] = avS(shardOf(r.ID, s.shards))
 		it[AttrStallSK] = avS(stallBound(r.ID, r.LeaseUntil))
 	}
+	s.outboxAttrs(it, r.ID, events)
 	return it, nil
 }
 
@@ -487,8 +488,9 @@ func (s *Store) fetch(ctx context.Context, entries []item) ([]item, error) {
 
 // queryShards runs one query per shard of an index, concurrently, each
 // reading entries with sort keys below upTo (inclusive) in ascending order,
-// at most max each, and returns them all.
-func (s *Store) queryShards(ctx context.Context, index, pkAttr, skAttr, upTo string, max int) ([]item, error) {
+// at most max each, and returns them all. A shard's partition key is its
+// number after prefix.
+func (s *Store) queryShards(ctx context.Context, index, pkAttr, skAttr, prefix, upTo string, max int) ([]item, error) {
 	var (
 		mu   sync.Mutex
 		all  []item
@@ -505,7 +507,7 @@ func (s *Store) queryShards(ctx context.Context, index, pkAttr, skAttr, upTo str
 					IndexName:                 aws.String(index),
 					KeyConditionExpression:    aws.String("#p = :p AND #s <= :s"),
 					ExpressionAttributeNames:  map[string]string{"#p": pkAttr, "#s": skAttr},
-					ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(fmt.Sprint(shard)), ":s": avS(upTo)},
+					ExpressionAttributeValues: map[string]types.AttributeValue{":p": avS(prefix + fmt.Sprint(shard)), ":s": avS(upTo)},
 					ExclusiveStartKey:         start,
 					Limit:                     aws.Int32(int32(min(max-n, 1000))),
 				}, s.callOpts...)
@@ -543,7 +545,7 @@ func (s *Store) queryShards(ctx context.Context, index, pkAttr, skAttr, upTo str
 func (s *Store) ListStalledRuns(ctx context.Context, now time.Time, limit int) ([]store.Run, error) {
 	limit = clampLimit(limit)
 	// Bounds are "<time>#<run>": below "<now>" is strictly before now.
-	entries, err := s.queryShards(ctx, IndexStall, AttrStallPK, AttrStallSK, timeKey(now), 1<<20)
+	entries, err := s.queryShards(ctx, IndexStall, AttrStallPK, AttrStallSK, "", timeKey(now), 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("list stalled runs: %w", err)
 	}
@@ -587,15 +589,21 @@ const aWriteToken = "wt"
 // errApplied: a conditional write lost to itself (see runUpdate).
 var errApplied = errors.New("write already applied")
 
-// runUpdate sends e as a conditional update of a run item, tagged with a
-// fresh write token. When the SDK retries a write whose answer was lost
-// after DynamoDB applied it, the retry finds the condition failed; the token
-// on the item tells that it failed because of this very write, and the item
-// as it stands is the write's result. Any other failure is judged by j.
+// runUpdate sends e as a conditional update of a run item (updateOwn).
 func (s *Store) runUpdate(ctx context.Context, runID string, e *expr, j judge) (item, error) {
+	return s.updateOwn(ctx, runKey(runID), e, j)
+}
+
+// updateOwn sends e as a conditional update of the item at k, tagged with a
+// fresh write token, and returns the item as written. When the SDK retries
+// a write whose answer was lost after DynamoDB applied it, the retry finds
+// the condition failed; the token on the item tells that it failed because
+// of this very write, and the item as it stands is the write's result. Any
+// other failure is judged by j.
+func (s *Store) updateOwn(ctx context.Context, k item, e *expr, j judge) (item, error) {
 	token := writeToken()
 	e.Set(aWriteToken, avS(token))
-	out, err := s.db.UpdateItem(ctx, e.update(s.table, runKey(runID)), s.callOpts...)
+	out, err := s.db.UpdateItem(ctx, e.update(s.table, k), s.callOpts...)
 	if err == nil {
 		return out.Attributes, nil
 	}

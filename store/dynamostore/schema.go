@@ -19,8 +19,9 @@ const (
 	AttrSK = "sk"
 
 	// IndexByProject lists a project's runs (newest first) and approvals
-	// (history) by time. Every run and approval item is in it; the key never
-	// changes, so it costs one index write per item, once.
+	// (history) by time, and an endpoint's deliveries (its delivery log).
+	// Every run, approval and delivery item is in it; the key never changes,
+	// so it costs one index write per item, once.
 	IndexByProject  = "byProject"
 	AttrByProjectPK = "g1pk"
 	AttrByProjectSK = "g1sk"
@@ -31,7 +32,10 @@ const (
 	AttrPendingPK = "g2pk"
 	AttrPendingSK = "g2sk"
 	// IndexDue is the sweeper's view of pending approvals, by expiresAt,
-	// sharded. Sparse like IndexPending and left with it.
+	// sharded. Sparse like IndexPending and left with it. Pending webhook
+	// deliveries are in it too, by NextAt, in shards of their own (W0, W1,
+	// ...: see webhooks.go), so that the notifier's view needs no index of
+	// its own.
 	IndexDue  = "due"
 	AttrDuePK = "g3pk"
 	AttrDueSK = "g3sk"
@@ -40,6 +44,13 @@ const (
 	IndexStall  = "stall"
 	AttrStallPK = "g4pk"
 	AttrStallSK = "g4sk"
+	// IndexOutbox holds runs with notifying events not yet turned into
+	// deliveries (store.Webhooks' outbox), sharded, by when they entered.
+	// Sparse: the keys are put by the write that appends a notifying event
+	// and removed by the ack that covers its last one (see webhooks.go).
+	IndexOutbox  = "outbox"
+	AttrOutboxPK = "g5pk"
+	AttrOutboxSK = "g5sk"
 
 	// AttrTTL is the table's time-to-live attribute (epoch seconds): the
 	// moment after which DynamoDB may delete the item, typically within two
@@ -53,17 +64,21 @@ const (
 
 // Projected non-key attributes: the approval deadline (for the expiring-first
 // order without reading items) on approval items (byProject) and on run items
-// (pending), and the approval id (pending, due). The two deadlines have
-// different names so that a run item's never touches its byProject entry:
-// an index entry whose projected attribute changes costs a write.
+// (pending), the approval id (pending, due), and where a run's entry in the
+// outbox starts (outbox: FromSeq is their sum, see webhooks.go). The two
+// deadlines have different names so that a run item's never touches its
+// byProject entry: an index entry whose projected attribute changes costs a
+// write.
 const (
 	attrAprExpires  = "xexp"
 	attrSlotExpires = "aexp"
 	attrAprID       = "aid"
+	attrOutboxAfter = "oxa"
+	attrOutboxSkip  = "oxk"
 )
 
-// DefaultShards is how many partitions the due and stall indexes spread
-// over when Options.Shards is zero.
+// DefaultShards is how many partitions the due, stall and outbox indexes
+// spread over when Options.Shards is zero.
 const DefaultShards = 4
 
 // Index describes one global secondary index: its name, its key attributes
@@ -81,6 +96,7 @@ func Indexes() []Index {
 		{Name: IndexPending, PK: AttrPendingPK, SK: AttrPendingSK, Projected: []string{attrSlotExpires, attrAprID}},
 		{Name: IndexDue, PK: AttrDuePK, SK: AttrDueSK, Projected: []string{attrAprID}},
 		{Name: IndexStall, PK: AttrStallPK, SK: AttrStallSK},
+		{Name: IndexOutbox, PK: AttrOutboxPK, SK: AttrOutboxSK, Projected: []string{attrOutboxAfter, attrOutboxSkip}},
 	}
 }
 
