@@ -38,11 +38,16 @@ const (
 	// UseBroker: read and write broker data — any end user's, with a key
 	// that names it; its own end user's, with a run's broker token.
 	UseBroker Permission = "use-broker"
+	// ManageWebhooks: add, read, change, rotate, ping and remove the
+	// project's webhook endpoints, and read and replay their deliveries.
+	// Owners only: an endpoint chooses where the project's events (and,
+	// with includeInput, tools' inputs) are sent, and its log holds them.
+	ManageWebhooks Permission = "manage-webhooks"
 )
 
 // grants is the authorization matrix: what each role may do.
 var grants = map[Role][]Permission{
-	RoleOwner:     {ManageKeys, ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
+	RoleOwner:     {ManageKeys, ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker, ManageWebhooks},
 	RoleDeveloper: {ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
 	RoleApprover:  {ReadMembers, ReadApprovalRuns, ReadApprovals, Decide},
 	RoleViewer:    {ReadMembers, ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals},
