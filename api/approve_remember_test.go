@@ -1,8 +1,8 @@
 package api_test
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 

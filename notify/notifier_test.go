@@ -198,7 +198,7 @@ func (w *world) run(id string) {
 	_, r, err = w.store.DecideApproval(w.ctx, store.DecideParams{
 		Decision:  approvals.Decision{ProjectID: "prj_a", ApprovalID: a.ID, Status: approvals.Approved, By: "key_ana", ByName: "Ana Diaz", At: now},
 		RunStatus: store.RunQueued, LeaseUntil: now.Add(time.Minute),
-		Events:    []store.Event{ev("approval.approved", map[string]any{"approvalId": a.ID, "tool": "refundOrder"})},
+		Events: []store.Event{ev("approval.approved", map[string]any{"approvalId": a.ID, "tool": "refundOrder"})},
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -344,8 +344,6 @@ func TestRotationSignsWithBoth(t *testing.T) {
 		}
 	}
 }
-
-
 
 // An endpoint whose every delivery fails for 5 days is disabled. (Past the
 // first day the receiver answers 401 rather than 500: the clock has moved
