@@ -21,6 +21,7 @@ var webhookTests = []test{
 	{"Webhook/OutboxDecide", testOutboxDecide},
 	{"Webhook/OutboxLostWrite", testOutboxLostWrite},
 	{"Webhook/OutboxCreate", testOutboxCreate},
+	{"Webhook/ConcurrentUpdates", testWebhookConcurrentUpdates},
 }
 
 func newEndpoint(p, id string) store.Endpoint {
@@ -293,4 +294,32 @@ func testOutboxCreate(t *testing.T, s store.Store) {
 	same(t, outbox(t, s), map[string]int64{}, "outbox after acking all")
 	_, err = s.GetRun(ctx, "r2")
 	wantErr(t, err, store.ErrNotFound, "get a run only acked")
+}
+
+// testWebhookConcurrentUpdates: of 20 updates of one endpoint, and of one
+// delivery, on the same version, exactly one wins — also when the losers'
+// writes are tried together with the winner's (bbolt's group commit runs a
+// write again when another in its batch fails).
+func testWebhookConcurrentUpdates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	e := newEndpoint("p1", "whe_a")
+	noErr(t, s.CreateEndpoint(ctx, e), "create endpoint")
+	e.Version = 1
+	d := newDelivery("p1", "whe_a", "msg_1", t0)
+	noErr(t, s.PutDeliveries(ctx, []store.Delivery{d}), "put delivery")
+	const n = 20
+	errs := race(n, func(i int) error {
+		next := e
+		next.FailingSince = at(time.Duration(i) * time.Second)
+		_, err := s.UpdateEndpoint(ctx, next)
+		return err
+	})
+	eq(t, len(winners(t, errs, store.ErrConflict)), 1, "endpoint updates that won")
+	errs = race(n, func(i int) error {
+		next := d
+		next.NextAt = at(time.Duration(i) * time.Second)
+		_, err := s.UpdateDelivery(ctx, next)
+		return err
+	})
+	eq(t, len(winners(t, errs, store.ErrConflict)), 1, "delivery updates that won")
 }
