@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"stead/approvals"
+	"stead/notify/slack"
 	"stead/store"
 )
 
@@ -21,6 +22,9 @@ type Member struct {
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	RemovedAt time.Time `json:"removedAt,omitzero"`
+	// Chat are the member's linked chat accounts (Slack: team and user
+	// id), shown to those who manage members.
+	Chat []ChatIdentity `json:"chat,omitempty"`
 	// Keys are the member's keys (never their secrets), in GET
 	// /v1/members/{id}.
 	Keys []APIKey `json:"keys,omitempty"`
@@ -29,24 +33,37 @@ type Member struct {
 	Key *APIKey `json:"key,omitempty"`
 }
 
+// ChatIdentity links a member to a chat account by the ids the service
+// gives the workspace and the user: {"kind": "slack", "team": "T…", "user":
+// "U…"}. A Slack click decides as the member linked to its user.
+type ChatIdentity struct {
+	Kind string `json:"kind"`
+	Team string `json:"team"`
+	User string `json:"user"`
+}
+
 // MemberList is GET /v1/members.
 type MemberList struct {
 	Members []Member `json:"members"`
 }
 
 func memberOf(m store.Member) Member {
-	return Member{
+	out := Member{
 		ID: m.ID, Name: m.Name, Email: m.Email, Role: string(m.Role),
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, RemovedAt: m.RemovedAt,
 	}
+	for _, c := range m.Chat {
+		out.Chat = append(out.Chat, ChatIdentity(c))
+	}
+	return out
 }
 
 // memberFor is m as the caller may see it: names and roles to whoever may
-// read members, emails only to those who manage them.
+// read members, emails and chat accounts only to those who manage them.
 func memberFor(c *caller, m store.Member) Member {
 	out := memberOf(m)
 	if !c.actor.Role.May(approvals.ManageKeys) {
-		out.Email = ""
+		out.Email, out.Chat = "", nil
 	}
 	return out
 }
@@ -55,6 +72,9 @@ type memberRequest struct {
 	Name  *string `json:"name"`
 	Email *string `json:"email"`
 	Role  *string `json:"role"`
+	// Chat, when set, replaces the member's chat accounts ([] unlinks
+	// them all).
+	Chat *[]ChatIdentity `json:"chat"`
 	// Key, on create, also creates a key for the member; KeyName names it.
 	Key     bool   `json:"key"`
 	KeyName string `json:"keyName"`
@@ -86,7 +106,70 @@ func (req memberRequest) check(create bool) (name, email string, role approvals.
 	if p := textProblem(req.KeyName, false, 100); p != "" {
 		problems = append(problems, FieldProblem{Field: "keyName", Message: p})
 	}
+	if req.Chat != nil {
+		problems = append(problems, chatProblems(*req.Chat)...)
+	}
 	return name, email, role, problems
+}
+
+// maxChat bounds a member's chat accounts.
+const maxChat = 10
+
+// chatProblems checks chat accounts to link: Slack's, by team and user
+// id, at most one per workspace.
+func chatProblems(ids []ChatIdentity) []FieldProblem {
+	var problems []FieldProblem
+	if len(ids) > maxChat {
+		return []FieldProblem{{Field: "chat", Message: fmt.Sprintf("links at most %d chat accounts (got %d)", maxChat, len(ids))}}
+	}
+	teams := map[string]bool{}
+	for i, c := range ids {
+		at := fmt.Sprintf("chat[%d]", i)
+		if c.Kind != slack.Name {
+			problems = append(problems, FieldProblem{Field: at + ".kind", Message: fmt.Sprintf("must be %q, the one chat service Stead links (got %q)", slack.Name, c.Kind)})
+			continue
+		}
+		if err := slack.CheckTeam(c.Team); err != nil {
+			problems = append(problems, FieldProblem{Field: at + ".team", Message: err.Error()})
+		}
+		if err := slack.CheckUser(c.User); err != nil {
+			problems = append(problems, FieldProblem{Field: at + ".user", Message: err.Error()})
+		}
+		if teams[c.Team] {
+			problems = append(problems, FieldProblem{Field: at + ".team", Message: fmt.Sprintf("a member links one Slack account per workspace; %s is linked twice", c.Team)})
+		}
+		teams[c.Team] = true
+	}
+	return problems
+}
+
+// chatOf is the chat accounts of a request as the store keeps them.
+func chatOf(ids []ChatIdentity) []store.ChatIdentity {
+	out := make([]store.ChatIdentity, 0, len(ids))
+	for _, c := range ids {
+		out = append(out, store.ChatIdentity(c))
+	}
+	return out
+}
+
+// chatTaken refuses chat accounts already linked to another member of the
+// project than memberID: a Slack user decides as one member only.
+func (s *Server) chatTaken(r *http.Request, projectID, memberID string, ids []store.ChatIdentity) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ms, err := s.store.ListMembers(r.Context(), projectID, false)
+	if err != nil {
+		return err
+	}
+	for i, c := range ids {
+		if other := linkedTo(ms, c, memberID); len(other) > 0 {
+			return &Error{Status: http.StatusConflict, Code: CodeConflict,
+				Message: fmt.Sprintf("chat[%d]: Slack user %s of team %s is already linked to member %s (%s); unlink it there first (stead members unlink-slack %s)",
+					i, c.User, c.Team, other[0].Name, other[0].ID, other[0].ID)}
+		}
+	}
+	return nil
 }
 
 func deref(s *string) string {
@@ -114,6 +197,12 @@ func (s *Server) createMember(w http.ResponseWriter, r *http.Request, c *caller)
 	}
 	id := "mem_" + b32.EncodeToString(raw[:])
 	m := store.Member{ID: id, ProjectID: c.actor.ProjectID, Name: name, Email: email, Role: role, CreatedAt: now, UpdatedAt: now}
+	if req.Chat != nil {
+		m.Chat = chatOf(*req.Chat)
+		if err := s.chatTaken(r, m.ProjectID, m.ID, m.Chat); err != nil {
+			return err
+		}
+	}
 	out := memberOf(m)
 	if !req.Key {
 		if err := s.store.CreateMember(r.Context(), m); err != nil {
@@ -182,8 +271,12 @@ func (s *Server) getMember(w http.ResponseWriter, r *http.Request, c *caller) er
 	return nil
 }
 
-// updateMember: PATCH /v1/members/{id} {name?, email?, role?} → the member.
-// A new name or role reaches the member's keys at once.
+// updateMember: PATCH /v1/members/{id} {name?, email?, role?, chat?} → the
+// member. A new name or role reaches the member's keys at once. chat
+// replaces the member's linked chat accounts: [{"kind": "slack", "team":
+// "T…", "user": "U…"}] links a Slack user, whose clicks then decide as the
+// member; [] unlinks. A Slack user already linked to another member is a
+// 409.
 func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var req memberRequest
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
@@ -205,6 +298,12 @@ func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, c *caller)
 	}
 	if req.Role != nil {
 		m.Role = role
+	}
+	if req.Chat != nil {
+		m.Chat = chatOf(*req.Chat)
+		if err := s.chatTaken(r, m.ProjectID, m.ID, m.Chat); err != nil {
+			return err
+		}
 	}
 	m.UpdatedAt = s.now()
 	m, err = s.store.UpdateMember(r.Context(), m)

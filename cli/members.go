@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +17,7 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "The project's members: the people who decide, and their keys",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("members needs a subcommand: add, list, show or rm")
+			return usagef("members needs a subcommand: add, list, show, rm, link-slack or unlink-slack")
 		},
 	}
 	var email, role string
@@ -65,8 +66,67 @@ func (a *app) membersCommand() *cobra.Command {
 			return a.memberCall(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "members", args[0])}, "removed")
 		},
 	}
-	cmd.AddCommand(add, list, show, rm)
+	var team, user string
+	link := &cobra.Command{
+		Use:   "link-slack ID --team T --user U",
+		Short: "Link a member to their Slack account by team and user id (owner key required): their clicks in Slack then decide as them",
+		Long: `Link a member to their Slack account, by the ids Slack gives the workspace
+(T…) and the user (U…): the Approve and Deny buttons of Stead's Slack
+messages then decide as this member, with their role. Never a display name
+or @handle, which anyone can change. In Slack, the person's profile → ⋮ →
+Copy member ID gives the user id; a refused click names both ids too. A
+member has one Slack account per workspace: linking another replaces it.`,
+		Args: exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if team == "" || user == "" {
+				return usagef("link-slack needs --team T… and --user U… (the Slack ids; a refused click in Slack names both)")
+			}
+			return a.linkSlack(cmd.Context(), args[0], func(chat []api.ChatIdentity) []api.ChatIdentity {
+				return append(slices.DeleteFunc(chat, func(c api.ChatIdentity) bool { return c.Kind == "slack" && c.Team == team }),
+					api.ChatIdentity{Kind: "slack", Team: team, User: user})
+			}, "linked Slack account of")
+		},
+	}
+	link.Flags().StringVar(&team, "team", "", "the Slack workspace's id (T…)")
+	link.Flags().StringVar(&user, "user", "", "the member's Slack user id (U…), never a name")
+	var unlinkTeam string
+	unlink := &cobra.Command{
+		Use:   "unlink-slack ID [--team T]",
+		Short: "Unlink a member's Slack account (of one workspace with --team): their clicks decide nothing any more",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.linkSlack(cmd.Context(), args[0], func(chat []api.ChatIdentity) []api.ChatIdentity {
+				return slices.DeleteFunc(chat, func(c api.ChatIdentity) bool {
+					return c.Kind == "slack" && (unlinkTeam == "" || c.Team == unlinkTeam)
+				})
+			}, "unlinked Slack account of")
+		},
+	}
+	unlink.Flags().StringVar(&unlinkTeam, "team", "", "only the account of this Slack workspace (T…)")
+	cmd.AddCommand(add, list, show, rm, link, unlink)
 	return cmd
+}
+
+// linkSlack changes a member's chat accounts with change and prints the
+// member (PATCH /v1/members/{id} with chat).
+func (a *app) linkSlack(ctx context.Context, member string, change func([]api.ChatIdentity) []api.ChatIdentity, done string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ids, err := c.memberIDs(ctx, []string{member}, false)
+	if err != nil {
+		return err
+	}
+	var m api.Member
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "members", ids[0])}, &m); err != nil {
+		return err
+	}
+	chat := change(slices.Clone(m.Chat))
+	if chat == nil {
+		chat = []api.ChatIdentity{}
+	}
+	return a.memberCall(ctx, request{method: http.MethodPatch, path: path("v1", "members", ids[0]), body: map[string]any{"chat": chat}}, done)
 }
 
 // memberCall makes a request that answers with a member and prints it;
@@ -93,6 +153,9 @@ func (a *app) memberCall(ctx context.Context, req request, done string) error {
 	}
 	t := newTable(w, "  role", m.Role)
 	t.row("  email", orDash(m.Email))
+	for _, c := range m.Chat {
+		t.row("  "+c.Kind, fmt.Sprintf("team %s, user %s", c.Team, c.User))
+	}
 	t.row("  added", fmt.Sprintf("%s (%s)", stamp(m.CreatedAt), ago(now, m.CreatedAt)))
 	if !m.RemovedAt.IsZero() {
 		t.row("  removed", fmt.Sprintf("%s (%s)", stamp(m.RemovedAt), ago(now, m.RemovedAt)))

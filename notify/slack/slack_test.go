@@ -1,0 +1,571 @@
+package slack_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	slackgo "github.com/slack-go/slack"
+	"go.uber.org/goleak"
+
+	"stead/approvals"
+	"stead/infra/testclock"
+	"stead/notify"
+	"stead/notify/slack"
+	"stead/notify/slack/slacktest"
+	"stead/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	token   = "xoxb-1-stead-test"
+	secret  = "8f742231b10e8888abcd99yyyzzz85a5"
+	channel = "C0APPROVALS"
+)
+
+var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// fakeStore holds approvals and deliveries in memory.
+type fakeStore struct {
+	mu         sync.Mutex
+	approvals  map[string]approvals.Approval
+	deliveries map[string]store.Delivery
+	events     map[string][]store.Event
+}
+
+func (f *fakeStore) ListEvents(_ context.Context, runID string, after int64, limit int) ([]store.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.Event
+	evs := slices.Clone(f.events[runID])
+	slices.SortStableFunc(evs, func(a, b store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, e := range evs {
+		if e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) GetApproval(_ context.Context, id string) (approvals.Approval, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, ok := f.approvals[id]
+	if !ok {
+		return a, fmt.Errorf("get approval %s: %w", id, store.ErrNotFound)
+	}
+	return a, nil
+}
+
+func (f *fakeStore) GetDelivery(_ context.Context, projectID, id string) (store.Delivery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.deliveries[id]
+	if !ok || d.ProjectID != projectID {
+		return d, fmt.Errorf("get delivery %s: %w", id, store.ErrNotFound)
+	}
+	return d, nil
+}
+
+func (f *fakeStore) put(a approvals.Approval) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.approvals[a.ID] = a
+}
+
+func (f *fakeStore) putDelivery(d store.Delivery) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deliveries[d.ID] = d
+}
+
+type fixture struct {
+	app   *slack.App
+	slack *slacktest.Server
+	store *fakeStore
+	clock *testclock.Clock
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		slack: slacktest.New(t, token, channel),
+		store: &fakeStore{approvals: map[string]approvals.Approval{}, deliveries: map[string]store.Delivery{}, events: map[string][]store.Event{}},
+		clock: testclock.New(epoch),
+	}
+	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, APIURL: f.slack.URL, Store: f.store, Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.app = app
+	return f
+}
+
+func pending(id string, input string) approvals.Approval {
+	a, err := approvals.New(approvals.Request{
+		ProjectID: "prj_1", RunID: "run_01ABC", Agent: "refunds", EndUserID: "demo-user", StepID: "refund",
+		Tool: "refundOrder", Input: json.RawMessage(input), Reason: "refunds need a person", RequestedAt: epoch, Timeout: 15 * time.Minute,
+	}, id)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// deliveries appends event seq of type typ about a to its run's trace,
+// and returns what the app makes of it as the Notifier would store them.
+func (f *fixture) deliveries(t *testing.T, typ string, seq int64, a approvals.Approval) []store.Delivery {
+	t.Helper()
+	run := store.Run{ID: a.RunID, ProjectID: a.ProjectID, Agent: a.Agent}
+	ev := store.Event{RunID: run.ID, Seq: seq, Type: typ, Data: json.RawMessage(`{"approvalId":"` + a.ID + `"}`)}
+	f.store.mu.Lock()
+	f.store.events[run.ID] = append(f.store.events[run.ID], ev)
+	f.store.mu.Unlock()
+	ds, err := f.app.Deliveries(context.Background(), run, ev, notify.Data{ApprovalID: a.ID, ConsoleURL: "https://stead.example/console/#/approvals/" + a.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ds {
+		ds[i].ID = notify.MessageID(ds[i].EndpointID, run.ID, seq)
+		ds[i].ProjectID, ds[i].RunID, ds[i].Seq, ds[i].Type, ds[i].Channel = run.ProjectID, run.ID, seq, typ, slack.Name
+	}
+	return ds
+}
+
+// blocksText is everything a message's blocks say, for assertions.
+func blocksText(m slacktest.Message) string {
+	b, _ := json.Marshal(m.Blocks)
+	var texts []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if s, ok := x["text"].(string); ok {
+				texts = append(texts, s)
+			}
+			for _, v := range x {
+				walk(v)
+			}
+		case []any:
+			for _, v := range x {
+				walk(v)
+			}
+		}
+	}
+	var v any
+	_ = json.Unmarshal(b, &v)
+	walk(v)
+	return strings.Join(texts, "\n")
+}
+
+// buttons are the action ids of a message's buttons.
+func buttons(m slacktest.Message) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, raw := range m.Blocks {
+		b, _ := raw.(map[string]any)
+		els, _ := b["elements"].([]any)
+		for _, e := range els {
+			if el, _ := e.(map[string]any); el["type"] == "button" {
+				out[el["action_id"].(string)] = el
+			}
+		}
+	}
+	return out
+}
+
+func TestPostThenUpdate(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	a := pending("u1", `{"orderId":"o-1001","amount":12.5,"note":"<b>&</b>"}`)
+	f.store.put(a)
+
+	if ds := f.deliveries(t, "run.succeeded", 9, a); len(ds) != 0 {
+		t.Fatalf("run.succeeded makes %d Slack deliveries, want none", len(ds))
+	}
+	posts := f.deliveries(t, "approval.requested", 3, a)
+	if len(posts) != 1 || posts[0].ID != slack.PostID(channel, a.RunID, 3) || posts[0].EndpointID != "slack:"+channel {
+		t.Fatalf("approval.requested makes %+v, want one delivery %s to slack:%s", posts, slack.PostID(channel, a.RunID, 3), channel)
+	}
+	for _, notice := range []string{"approval.reminder", "approval.expiring", "approval.escalated"} {
+		if ds := f.deliveries(t, notice, 3, a); len(ds) != 0 {
+			t.Errorf("%s makes %d Slack deliveries, want none", notice, len(ds))
+		}
+	}
+	if bytes.Contains(posts[0].Body, []byte("o-1001")) {
+		t.Errorf("the delivery keeps the input: %s", posts[0].Body)
+	}
+
+	// An update tried before the post is delivered waits for it.
+	upd := f.deliveries(t, "approval.approved", 4, a)
+	if len(upd) != 1 || upd[0].ID == posts[0].ID || !bytes.Contains(upd[0].Body, []byte(posts[0].ID)) {
+		t.Fatalf("approval.approved makes %+v; want one update naming the post %s", upd, posts[0].ID)
+	}
+	f.store.putDelivery(store.Delivery{ID: posts[0].ID, ProjectID: "prj_1", Status: store.DeliveryPending})
+	if att, final := f.app.Send(ctx, upd[0]); final || att.Status != 0 || !strings.Contains(att.Error, "not posted yet") {
+		t.Errorf("update before the post: %+v final=%v; want a retry", att, final)
+	}
+
+	att, final := f.app.Send(ctx, posts[0])
+	if att.Status != http.StatusOK || final || att.Error != "" {
+		t.Fatalf("post: %+v final=%v", att, final)
+	}
+	msgs := f.slack.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages posted, want 1", len(msgs))
+	}
+	m := msgs[0]
+	var ref struct {
+		OK          bool
+		Channel, TS string
+	}
+	if err := json.Unmarshal([]byte(att.Response), &ref); err != nil || !ref.OK || ref.Channel != channel || ref.TS != m.TS {
+		t.Errorf("the attempt records %q; want the message's channel %s and ts %s", att.Response, channel, m.TS)
+	}
+	text := blocksText(m)
+	for _, want := range []string{"Approval needed: refundOrder", "refunds", "demo-user", "refunds need a person", `"orderId": "o-1001"`,
+		"&lt;b&gt;&amp;&lt;/b&gt;", "<!date^" + fmt.Sprint(a.ExpiresAt.Unix()), a.ID} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the message does not say %q:\n%s", want, text)
+		}
+	}
+	bs := buttons(m)
+	var c struct{ ApprovalID, InputDigest string }
+	if err := json.Unmarshal([]byte(bs[slack.ActionApprove]["value"].(string)), &c); err != nil || c.ApprovalID != a.ID || c.InputDigest != a.InputDigest {
+		t.Errorf("the Approve button carries %v; want the approval and its input digest %s", bs[slack.ActionApprove]["value"], a.InputDigest)
+	}
+	if bs[slack.ActionDeny]["style"] != "danger" || bs[slack.ActionApprove]["style"] != "primary" {
+		t.Errorf("buttons %v", bs)
+	}
+	if u := bs[slack.ActionOpen]["url"]; u != "https://stead.example/console/#/approvals/"+a.ID {
+		t.Errorf("Open in console links to %v", u)
+	}
+
+	// Settled: the update finds the posted message and shows who decided.
+	post := posts[0]
+	post.Status = store.DeliveryDelivered
+	post = post.Record(att)
+	f.store.putDelivery(post)
+	a.Status, a.DecidedBy, a.DecidedByName, a.DecidedAt, a.Note = approvals.Approved, slack.ActorID("T0STEAD", "U0ANA"), "Ana Diaz", epoch.Add(time.Minute), "ok, damaged in transit"
+	f.store.put(a)
+	att, final = f.app.Send(ctx, upd[0])
+	if att.Status != http.StatusOK || final {
+		t.Fatalf("update: %+v final=%v", att, final)
+	}
+	m = f.slack.Messages()[0]
+	if m.Updates != 1 {
+		t.Fatalf("the message had %d updates, want 1", m.Updates)
+	}
+	text = blocksText(m)
+	for _, want := range []string{"Approved: refundOrder", "*Approved* by Ana Diaz in Slack", ">ok, damaged in transit"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the updated message does not say %q:\n%s", want, text)
+		}
+	}
+	if bs := buttons(m); bs[slack.ActionApprove] != nil || bs[slack.ActionDeny] != nil || bs[slack.ActionOpen] == nil {
+		t.Errorf("a settled message has buttons %v; want Open in console alone", bs)
+	}
+	if got := f.slack.Requests(); len(got) != 2 || got[0].Method != "chat.postMessage" || got[1].Method != "chat.update" {
+		t.Errorf("requests %+v", got)
+	}
+}
+
+func TestUpdateWithoutPost(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	a := pending("u2", `{"orderId":"o-2"}`)
+	f.store.put(a)
+	if att, final := f.app.Send(ctx, f.deliveries(t, "approval.cancelled", 5, a)[0]); !final || !strings.Contains(att.Error, "no approval.requested event") {
+		t.Errorf("an update of an approval never requested: %+v final=%v; want a final failure", att, final)
+	}
+	f.store.mu.Lock()
+	f.store.events[a.RunID] = []store.Event{{RunID: a.RunID, Seq: 2, Type: "approval.requested", Data: json.RawMessage(`{"approvalId":"` + a.ID + `"}`)}}
+	f.store.mu.Unlock()
+	upd := f.deliveries(t, "approval.cancelled", 5, a)
+	if att, final := f.app.Send(ctx, upd[0]); !final || !strings.Contains(att.Error, "before Slack was configured") {
+		t.Errorf("an update of a message never posted: %+v final=%v; want a final failure", att, final)
+	}
+	f.store.putDelivery(store.Delivery{ID: slack.PostID(channel, a.RunID, 2), ProjectID: "prj_1", Status: store.DeliveryFailed})
+	if att, final := f.app.Send(ctx, upd[0]); !final || !strings.Contains(att.Error, "never posted") {
+		t.Errorf("an update of a post that failed: %+v final=%v; want a final failure", att, final)
+	}
+	if n := len(f.slack.Requests()); n != 0 {
+		t.Errorf("%d calls to Slack, want none", n)
+	}
+}
+
+func TestSlackErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code  string
+		final bool
+		says  string
+	}{
+		{"not_in_channel", true, "invite it there"},
+		{"invalid_auth", true, slack.EnvBotToken},
+		{"missing_scope", true, "chat:write"},
+		{"ratelimited", false, "ratelimited"},
+		{"internal_error", false, "internal_error"},
+	} {
+		t.Run(c.code, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			a := pending("e1", `{}`)
+			f.store.put(a)
+			f.slack.FailNext("chat.postMessage", c.code)
+			att, final := f.app.Send(context.Background(), f.deliveries(t, "approval.requested", 1, a)[0])
+			if final != c.final || att.Status == http.StatusOK || !strings.Contains(att.Error, c.says) || !strings.Contains(att.Response, c.code) {
+				t.Errorf("%s: %+v final=%v; want final=%v, an error saying %q", c.code, att, final, c.final, c.says)
+			}
+		})
+	}
+}
+
+// TestBlockLimits renders what is too long for Block Kit — a 100 KB input,
+// long names, reasons, notes and vote lists, mrkdwn's control characters,
+// ``` in the input — and the stand-in holds every request to the limits.
+func TestBlockLimits(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	long := strings.Repeat("<&>", 2000)
+	input, _ := json.Marshal(map[string]string{"blob": strings.Repeat("x```", 25000)})
+	a := pending("big", string(input))
+	a.Tool, a.Agent, a.EndUserID, a.Reason = strings.Repeat("t", 300), long, long, long
+	var eligible []approvals.Voter
+	for i := range 300 {
+		eligible = append(eligible, approvals.Voter{Member: fmt.Sprintf("mem_%03d", i), Name: "A Rather Long Member Name " + fmt.Sprint(i)})
+		a.Votes = append(a.Votes, approvals.Vote{Member: fmt.Sprintf("mem_%03d", i), Name: "A Rather Long Member Name " + fmt.Sprint(i)})
+	}
+	a.Requirements = []approvals.Requirement{{Group: "finance", Min: 400, Eligible: eligible}}
+	f.store.put(a)
+	post := f.deliveries(t, "approval.requested", 1, a)[0]
+	if att, _ := f.app.Send(context.Background(), post); att.Status != http.StatusOK {
+		t.Fatalf("post: %+v", att)
+	}
+	text := blocksText(f.slack.Messages()[0])
+	if !strings.Contains(text, "(cut: the input has") {
+		t.Errorf("a 100 KB input is not cut:\n%.500s", text)
+	}
+	if strings.Count(text, "```") != 2 {
+		t.Errorf("the input's ``` end its code block early")
+	}
+	a.Status, a.Note, a.DecidedByName, a.DecidedAt = approvals.Denied, long, long, epoch
+	f.store.put(a)
+	done := post
+	done.Status = store.DeliveryDelivered
+	done = done.Record(store.Attempt{Status: 200, Response: fmt.Sprintf(`{"ok":true,"channel":%q,"ts":%q}`, channel, f.slack.Messages()[0].TS)})
+	f.store.putDelivery(done)
+	if att, _ := f.app.Send(context.Background(), f.deliveries(t, "approval.denied", 2, a)[0]); att.Status != http.StatusOK {
+		t.Fatalf("update: %+v", att)
+	}
+}
+
+// TestStandInRefuses shows the stand-in can fail a test: requests that
+// break Slack's shapes are refused as Slack refuses them, and recorded.
+func TestStandInRefuses(t *testing.T) {
+	t.Parallel()
+	s := slacktest.New(t, token, channel)
+	ctx := context.Background()
+	api := slackgo.New(token, slackgo.OptionAPIURL(s.URL)) // the token in the form body, no header
+	if _, _, err := api.PostMessageContext(ctx, channel, slackgo.MsgOptionText("hi", false)); err == nil || !strings.Contains(err.Error(), "not_authed") {
+		t.Errorf("a post without the Authorization header: %v; want not_authed", err)
+	}
+	blocks, _ := json.Marshal([]any{slackgo.NewHeaderBlock(slackgo.NewTextBlockObject("mrkdwn", strings.Repeat("h", 151), false, false))})
+	form := url.Values{"channel": {channel}, "blocks": {string(blocks)}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"chat.postMessage", strings.NewReader(form.Encode()))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		OK    bool
+		Error string
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if answer.OK || answer.Error != "invalid_blocks" {
+		t.Errorf("a header of 151 mrkdwn characters: %+v; want invalid_blocks", answer)
+	}
+	problems := s.TakeProblems()
+	if len(problems) != 2 || !strings.Contains(problems[1], "must be plain_text") || !strings.Contains(problems[1], "151 characters") {
+		t.Errorf("problems %q", problems)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := []byte("payload=%7B%22type%22%3A%22block_actions%22%7D")
+	now := f.clock.Now()
+	cases := []struct {
+		name string
+		h    http.Header
+		body []byte
+		want error
+	}{
+		{"signed now", slacktest.Sign(secret, now, body), body, nil},
+		{"signed 4m59s ago", slacktest.Sign(secret, now.Add(-4*time.Minute-59*time.Second), body), body, nil},
+		{"signed 5m1s ago", slacktest.Sign(secret, now.Add(-5*time.Minute-time.Second), body), body, slack.ErrStale},
+		{"signed 6m ahead", slacktest.Sign(secret, now.Add(6*time.Minute), body), body, slack.ErrStale},
+		{"another secret", slacktest.Sign("another", now, body), body, slack.ErrSignature},
+		{"body changed", slacktest.Sign(secret, now, body), append(body, 'x'), slack.ErrSignature},
+		{"no headers", http.Header{}, body, slack.ErrSignature},
+	}
+	for _, c := range cases {
+		err := f.app.Verify(c.h, c.body)
+		if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	timestampOnly := slacktest.Sign(secret, now, body)
+	timestampOnly.Set(slack.HeaderSignature, strings.TrimPrefix(timestampOnly.Get(slack.HeaderSignature), "v0="))
+	if err := f.app.Verify(timestampOnly, body); !errors.Is(err, slack.ErrSignature) {
+		t.Errorf("a signature without v0=: %v", err)
+	}
+}
+
+// TestVerifyAgreesWithSlackGo holds Verify and the stand-in's Sign to
+// slack-go's SecretsVerifier (on the wall clock, which it reads).
+func TestVerifyAgreesWithSlackGo(t *testing.T) {
+	t.Parallel()
+	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, Store: &fakeStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("payload=%7B%7D")
+	for _, c := range []struct {
+		secret string
+		at     time.Time
+	}{{secret, time.Now()}, {"other", time.Now()}, {secret, time.Now().Add(-10 * time.Minute)}} {
+		h := slacktest.Sign(c.secret, c.at, body)
+		ours := app.Verify(h, body)
+		sv, err := slackgo.NewSecretsVerifier(h, secret)
+		if err == nil {
+			_, _ = sv.Write(body)
+			err = sv.Ensure()
+		}
+		if (ours == nil) != (err == nil) {
+			t.Errorf("signed with %q at %s: Verify says %v, slack-go %v", c.secret, c.at, ours, err)
+		}
+	}
+}
+
+func TestParseInteraction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := pending("p1", `{"orderId":"o-1"}`)
+	f.store.put(a)
+	if att, _ := f.app.Send(context.Background(), f.deliveries(t, "approval.requested", 1, a)[0]); att.Status != 200 {
+		t.Fatal(att)
+	}
+	m := f.slack.Messages()[0]
+	ana := slacktest.User{Team: "T0STEAD", ID: "U0ANA", Name: "Ana Diaz"}
+
+	in, err := slack.ParseInteraction(f.slack.Click(t, ana, m, slack.ActionApprove))
+	if err != nil || in.Kind != slack.Approve || in.Team != "T0STEAD" || in.User != "U0ANA" || in.ApprovalID != a.ID || in.Seen != a.InputDigest || in.Channel != channel || in.TriggerID == "" {
+		t.Errorf("approve click: %+v %v", in, err)
+	}
+	in, err = slack.ParseInteraction(f.slack.Click(t, ana, m, slack.ActionDeny))
+	if err != nil || in.Kind != slack.Deny {
+		t.Fatalf("deny click: %+v %v", in, err)
+	}
+	if in, err := slack.ParseInteraction(f.slack.Click(t, ana, m, slack.ActionOpen)); err != nil || in.Kind != slack.Ignore {
+		t.Errorf("open-in-console click: %+v %v", in, err)
+	}
+	if err := f.app.OpenDenyModal(context.Background(), in, a); err != nil {
+		t.Fatal(err)
+	}
+	views := f.slack.Views()
+	if len(views) != 1 || views[0].TriggerID != in.TriggerID {
+		t.Fatalf("views %+v", views)
+	}
+	sub, err := slack.ParseInteraction(f.slack.Submit(t, ana, views[0], "  wrong order \n"))
+	if err != nil || sub.Kind != slack.DenyWithReason || sub.ApprovalID != a.ID || sub.Seen != a.InputDigest || sub.Note != "wrong order" || sub.Channel != channel {
+		t.Errorf("submission: %+v %v", sub, err)
+	}
+	if err := f.app.OpenDenyModal(context.Background(), in, a); err == nil || !strings.Contains(err.Error(), "expired_trigger_id") {
+		t.Errorf("a trigger used twice: %v", err)
+	}
+	f.slack.TakeProblems() // that one, on purpose
+
+	for name, body := range map[string]string{
+		"not a form":        "%zz",
+		"two payloads":      "payload=%7B%7D&payload=%7B%7D",
+		"not JSON":          "payload=nope",
+		"duplicate names":   `payload={"type":"block_actions","type":"view_submission"}`,
+		"not Stead's value": `payload={"type":"block_actions","user":{"id":"U1","team_id":"T1"},"actions":[{"action_id":"stead_approve","value":"apr_1"}]}`,
+		"no user":           `payload={"type":"block_actions","actions":[{"action_id":"stead_approve","value":"{\"approvalId\":\"apr_1\",\"inputDigest\":\"x\"}"}]}`,
+	} {
+		if _, err := slack.ParseInteraction([]byte(strings.ReplaceAll(body, "+", "%2B"))); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if in, err := slack.ParseInteraction([]byte(`payload={"type":"shortcut"}`)); err != nil || in.Kind != slack.Ignore {
+		t.Errorf("a shortcut: %+v %v", in, err)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	t.Parallel()
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	if c, err := slack.FromEnv(env()); c != nil || err != nil {
+		t.Errorf("nothing set: %+v %v; want Slack off", c, err)
+	}
+	if _, err := slack.FromEnv(env(slack.EnvBotToken, token)); err == nil || !strings.Contains(err.Error(), slack.EnvSigningSecret+" and "+slack.EnvChannel+" not set") {
+		t.Errorf("half set: %v", err)
+	}
+	if _, err := slack.FromEnv(env(slack.EnvBotToken, "xoxp-user", slack.EnvSigningSecret, "s", slack.EnvChannel, "C1")); err == nil || !strings.Contains(err.Error(), slack.EnvBotToken) {
+		t.Errorf("a user token: %v", err)
+	}
+	if _, err := slack.FromEnv(env(slack.EnvBotToken, token, slack.EnvSigningSecret, "s", slack.EnvChannel, "C1", slack.EnvAPIURL, "slack.test")); err == nil || !strings.Contains(err.Error(), slack.EnvAPIURL) {
+		t.Errorf("a relative API URL: %v", err)
+	}
+	c, err := slack.FromEnv(env(slack.EnvBotToken, token, slack.EnvSigningSecret, " s ", slack.EnvChannel, "C1"))
+	if err != nil || c.BotToken != token || c.SigningSecret != "s" || c.Channel != "C1" {
+		t.Errorf("all set: %+v %v", c, err)
+	}
+}
+
+func TestCheckIdentity(t *testing.T) {
+	t.Parallel()
+	for _, team := range []string{"T0123ABCD", "E0GRID1"} {
+		if err := slack.CheckTeam(team); err != nil {
+			t.Errorf("%s: %v", team, err)
+		}
+	}
+	for _, team := range []string{"", "t0123", "acme", "T0123-ABC"} {
+		if err := slack.CheckTeam(team); err == nil {
+			t.Errorf("team %q accepted", team)
+		}
+	}
+	for _, user := range []string{"", "@ana", "Ana Diaz", "u0123", "C0123ABCD"} {
+		if err := slack.CheckUser(user); err == nil {
+			t.Errorf("user %q accepted", user)
+		}
+	}
+	if err := slack.CheckUser("W0123ABCD"); err != nil {
+		t.Error(err)
+	}
+}
