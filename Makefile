@@ -20,6 +20,11 @@ LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.n
 RIE_VERSION  := v0.0.0-20261030222936-bef5c4ba774d
 RIE          := $(BIN)/aws-lambda-rie
 CFN_LINT_VERSION := 1.51.0
+# mailpit, a real SMTP server with an HTTP API that reads what it received:
+# the email tests (Go and browser) start it on loopback; they skip without
+# it, and fail with CI=true. infra/mailpit.Version names the same version.
+MAILPIT_VERSION := v1.33.1
+MAILPIT         := $(BIN)/mailpit
 
 .PHONY: help
 help: ## show this help
@@ -30,8 +35,14 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) test-browser webhook-oracle ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) $(MAILPIT) test-browser webhook-oracle ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+$(MAILPIT):
+	GOBIN=$(BIN) $(GO) install github.com/axllent/mailpit@$(MAILPIT_VERSION)
+
+.PHONY: mailpit
+mailpit: $(MAILPIT) ## build the email tests' SMTP server (github.com/axllent/mailpit, pinned) into bin/ (once)
 
 # The Standard Webhooks reference library (npm standardwebhooks, pinned in
 # notify/oracle/package-lock.json) checks every delivery the webhook tests
@@ -106,13 +117,13 @@ E2E_DIR  := console/e2e
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: test-browser
-test-browser: ## run the console's browser tests: headless Chromium against a real stead dev (screenshots: console/e2e/out/)
+test-browser: $(MAILPIT) ## run the console's browser tests: headless Chromium against a real stead dev (screenshots: console/e2e/out/)
 	@test -x $(CHROMIUM) || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 		else echo "$(CHROMIUM) is missing: sudo apt-get update && sudo apt-get install -y chromium (the tests skip without it, and fail with CI=true)"; fi; }
 	cd $(E2E_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) build -o $(BIN)/stead ./cli/stead
-	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead node --test --test-reporter=spec console.test.js
+	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead STEAD_MAILPIT=$(MAILPIT) node --test --test-reporter=spec console.test.js
 
 # Fuzzing: each target (package:FuzzName) runs for FUZZTIME, one after
 # another. `make test` runs their committed seed corpora (testdata/fuzz/) as

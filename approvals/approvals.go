@@ -93,7 +93,8 @@ type Approval struct {
 	Status      Status    `json:"status"`
 	RequestedAt time.Time `json:"requestedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
-	// DecidedBy is the deciding key's id ("stead" for an expiry);
+	// DecidedBy is the deciding key's id ("stead" for an expiry,
+	// "review:<memberId>" for a decision from a mail's review link);
 	// DecidedByName the member it belongs to, as named when it decided.
 	DecidedBy     string    `json:"decidedBy,omitempty"`
 	DecidedByName string    `json:"decidedByName,omitempty"`

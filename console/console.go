@@ -123,14 +123,22 @@ var contentTypes = map[string]string{
 	".svg":  "image/svg+xml",
 }
 
+// SetPageHeaders sets the security headers of every page Stead serves
+// (these, and the API's review page): the strict ContentSecurityPolicy, no
+// framing, nosniff, and no Referer — a page's URL may hold a credential
+// (the review page's link) that must not leak to what it links to.
+func SetPageHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
 // ServeHTTP serves GET and HEAD of the console's paths; anything else is a
 // plain 404 (or 405), with the security headers all the same.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
-	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "no-referrer")
+	SetPageHeaders(hd)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

@@ -98,12 +98,16 @@ type projectState struct {
 // notifiesTTL is how long Notifies trusts what it read.
 const notifiesTTL = 2 * time.Second
 
-// Notifies reports whether a project has webhook endpoints, from a cache
-// at most notifiesTTL old (Forget drops a project's); so an endpoint
-// created in another process gets events written from then on within
-// notifiesTTL. A store error answers true: a notification is never lost to
-// one.
+// Notifies reports whether a project's events notify anyone: always with
+// a channel configured (its recipients are the project's members, read at
+// fan-out), else when the project has webhook endpoints, from a cache at
+// most notifiesTTL old (Forget drops a project's); so an endpoint created
+// in another process gets events written from then on within notifiesTTL.
+// A store error answers true: a notification is never lost to one.
 func (n *Notifier) Notifies(ctx context.Context, projectID string) bool {
+	if len(n.cfg.Channels) > 0 {
+		return true
+	}
 	now := time.Now()
 	n.mu.Lock()
 	st, ok := n.projects[projectID]

@@ -1,0 +1,374 @@
+package email_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/infra/mailpit"
+	"stead/notify"
+	"stead/notify/email"
+	"stead/store"
+)
+
+// memStore is the little the channel reads.
+type memStore struct {
+	mu        sync.Mutex
+	project   store.Project
+	approvals map[string]approvals.Approval
+	members   []store.Member
+}
+
+func (s *memStore) GetProject(_ context.Context, id string) (store.Project, error) {
+	if id != s.project.ID {
+		return store.Project{}, store.ErrNotFound
+	}
+	return s.project, nil
+}
+
+func (s *memStore) GetApproval(_ context.Context, id string) (approvals.Approval, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.approvals[id]
+	if !ok {
+		return approvals.Approval{}, store.ErrNotFound
+	}
+	return a, nil
+}
+
+func (s *memStore) ListMembers(_ context.Context, projectID string, includeRemoved bool) ([]store.Member, error) {
+	var out []store.Member
+	for _, m := range s.members {
+		if m.ProjectID == projectID && (includeRemoved || !m.Removed()) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) set(a approvals.Approval) {
+	s.mu.Lock()
+	s.approvals[a.ID] = a
+	s.mu.Unlock()
+}
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func member(id, name, mail string, role approvals.Role) store.Member {
+	return store.Member{ID: id, ProjectID: "prj_a", Name: name, Email: mail, Role: role, Version: 1}
+}
+
+var members = []store.Member{
+	member("mem_ana", "Ana Diaz", "ana@example.com", approvals.RoleApprover),
+	member("mem_bo", "Bo Li", "bo@example.com", approvals.RoleDeveloper),
+	member("mem_cy", "Cy Ng", "cy@example.com", approvals.RoleViewer), // may not decide
+	member("mem_di", "Di Wu", "", approvals.RoleOwner),                // no address
+	member("mem_ed", "Ed Ek", "ed@example.com", approvals.RoleOwner),  // the requester
+	func() store.Member {
+		m := member("mem_fa", "Fa Fo", "fa@example.com", approvals.RoleApprover)
+		m.RemovedAt = now.Add(-time.Hour)
+		return m
+	}(),
+	{ID: "mem_x", ProjectID: "prj_other", Name: "Xu", Email: "xu@example.com", Role: approvals.RoleOwner},
+	member("mem_bad", "Bad", "not an address", approvals.RoleApprover),
+}
+
+func pending() approvals.Approval {
+	return approvals.Approval{
+		ID: "apr_1", ProjectID: "prj_a", RunID: "run_1", Agent: "refunds", EndUserID: "demo-user", Tool: "refundOrder",
+		Input: json.RawMessage(`{"orderId":"o-1001","note":"<script>alert(1)</script>"}`), InputDigest: strings.Repeat("ab", 32),
+		Reason: "refundOrder requires approval", Status: approvals.Pending, RequestedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		SeparateFrom: "mem_ed", SeparatedBy: "agent refunds approvals.separateFrom",
+	}
+}
+
+func ids(ms []store.Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func TestRecipients(t *testing.T) {
+	t.Parallel()
+	quorum := pending()
+	quorum.Requirements = []approvals.Requirement{{Group: "finance", Min: 2, Eligible: []approvals.Voter{
+		{Member: "mem_bo", Name: "Bo Li"}, {Member: "mem_cy", Name: "Cy Ng"}, {Member: "mem_fa", Name: "Fa Fo"}, {Member: "mem_ed", Name: "Ed Ek"}, {Member: "mem_di"},
+	}}}
+	voted := quorum
+	voted.Requirements = append([]approvals.Requirement(nil), quorum.Requirements...)
+	voted.Requirements[0].Eligible = append(voted.Requirements[0].Eligible, approvals.Voter{Member: "mem_ana", Name: "Ana Diaz"})
+	voted.Votes = []approvals.Vote{{Member: "mem_bo", By: "key_bo", At: now}}
+	open := pending()
+	open.SeparateFrom = ""
+	for _, tc := range []struct {
+		name string
+		a    approvals.Approval
+		want []string
+	}{
+		{"separated from the requester", pending(), []string{"mem_ana", "mem_bo"}},
+		{"no separation", open, []string{"mem_ana", "mem_bo", "mem_ed"}},
+		// Only the voters, and of those only who may decide, is a
+		// member, has an address and is not the requester.
+		{"quorum", quorum, []string{"mem_bo"}},
+		{"quorum, Bo voted", voted, []string{"mem_ana"}},
+	} {
+		if got := ids(email.Recipients(tc.a, members)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: Recipients = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+type world struct {
+	st *memStore
+	ch *email.Channel
+	mp *mailpit.Server
+}
+
+func setup(t *testing.T, cfg email.Config, o mailpit.Options) *world {
+	t.Helper()
+	mp := mailpit.Start(t, o)
+	if cfg.Host == "" {
+		cfg.Host, cfg.Port = mp.Host, mp.Port
+	}
+	if cfg.TLS == "" {
+		cfg.TLS = email.TLSNone
+	}
+	if cfg.From == "" {
+		cfg.From = "Stead <stead@stead.example.com>"
+	}
+	st := &memStore{
+		project:   store.Project{ID: "prj_a", SigningKey: bytes.Repeat([]byte{7}, 32)},
+		approvals: map[string]approvals.Approval{"apr_1": pending()},
+		members:   members,
+	}
+	ch, err := email.New(email.Options{SMTP: cfg, Store: st, PublicURL: "https://stead.example.com/", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{st: st, ch: ch, mp: mp}
+}
+
+var (
+	run     = store.Run{ID: "run_1", ProjectID: "prj_a", Agent: "refunds", EndUserID: "demo-user"}
+	request = store.Event{RunID: "run_1", Seq: 4, Type: "approval.requested", At: now, Data: json.RawMessage(`{"approvalId":"apr_1"}`)}
+	data    = notify.Data{ApprovalID: "apr_1", ConsoleURL: "https://stead.example.com/console/#/approvals/apr_1"}
+)
+
+// TestDeliveriesAndSend: a request makes one mail per recipient, the same
+// on every fan-out; each arrives in mailpit as text and HTML with the
+// summary, the input (escaped in the HTML), the review and console links;
+// every try sends the same Message-ID. Other events, and approvals no
+// longer pending, mail nobody.
+func TestDeliveriesAndSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := setup(t, email.Config{}, mailpit.Options{})
+	ds, err := w.ch.Deliveries(ctx, run, request, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].EndpointID != "email:mem_ana" || ds[1].EndpointID != "email:mem_bo" {
+		t.Fatalf("deliveries to %v, want email:mem_ana and email:mem_bo", ds)
+	}
+	again, _ := w.ch.Deliveries(ctx, run, request, data)
+	for i := range ds {
+		if ds[i].ID != notify.MessageID(ds[i].EndpointID, run.ID, request.Seq) || ds[i].ID != again[i].ID || !bytes.Equal(ds[i].Body, again[i].Body) {
+			t.Errorf("delivery %d differs between fan-outs or has another id: %s / %s", i, ds[i].ID, again[i].ID)
+		}
+	}
+	for _, d := range ds {
+		a, final := w.ch.Send(ctx, d)
+		if a.Status != 250 || final || a.Error != "" || !strings.HasPrefix(a.Response, "250 ") {
+			t.Fatalf("send %s: %+v final %v", d.EndpointID, a, final)
+		}
+	}
+	got := w.mp.WaitFor(t, 2)
+	byTo := map[string]mailpit.Summary{}
+	for _, m := range got {
+		byTo[m.To[0].Address] = m
+	}
+	ana, ok := byTo["ana@example.com"]
+	if !ok || len(got) != 2 || byTo["bo@example.com"].ID == "" {
+		t.Fatalf("received %+v, want one mail each to ana@ and bo@", got)
+	}
+	if ana.Subject != "Approval needed: refundOrder for refunds (end user demo-user)" || ana.From.Address != "stead@stead.example.com" || ana.To[0].Name != "Ana Diaz" {
+		t.Errorf("Ana's mail: %+v", ana)
+	}
+	full := w.mp.Message(t, ana.ID)
+	var token string
+	for _, part := range []string{full.Text, full.HTML} {
+		for _, want := range []string{"refunds", "refundOrder", "demo-user", "refundOrder requires approval", "2026-11-29 12:15:00 UTC (in 15m)",
+			"run_1", "o-1001", "https://stead.example.com/review/rvw_", "https://stead.example.com/console/#/approvals/apr_1", "Ana Diaz (approver)"} {
+			if !strings.Contains(part, want) {
+				t.Errorf("Ana's mail does not say %q:\n%s", want, part)
+			}
+		}
+		_, rest, _ := strings.Cut(part, "https://stead.example.com/review/")
+		tok, _, _ := strings.Cut(rest, `"`)
+		tok = strings.Fields(tok)[0]
+		if token != "" && tok != token {
+			t.Errorf("the text and HTML links differ: %s / %s", token, tok)
+		}
+		token = tok
+	}
+	if !strings.Contains(full.Text, `"note": "<script>alert(1)</script>"`) || strings.Contains(full.HTML, "<script>") ||
+		!strings.Contains(full.HTML, "&lt;script&gt;") {
+		t.Errorf("the input is not shown as text (verbatim in the text part, escaped in the HTML):\n%s\n%s", full.Text, full.HTML)
+	}
+	r, err := email.OpenReview(ctx, token, func(context.Context, string) ([]byte, error) { return w.st.project.SigningKey, nil })
+	want := email.Review{ProjectID: "prj_a", ApprovalID: "apr_1", MemberID: "mem_ana", InputDigest: pending().InputDigest, ExpiresAt: now.Add(15 * time.Minute)}
+	if err != nil || r != want {
+		t.Errorf("Ana's link asserts %+v (%v), want %+v", r, err, want)
+	}
+
+	// Another try of Ana's mail: the same Message-ID, so her mail client
+	// shows one.
+	if a, _ := w.ch.Send(ctx, ds[0]); a.Status != 250 {
+		t.Fatalf("second try: %+v", a)
+	}
+	msgs := w.mp.WaitFor(t, 3)
+	if msgs[0].MessageID != ana.MessageID || !strings.HasPrefix(ana.MessageID, ds[0].ID+"@") {
+		t.Errorf("Message-IDs %q and %q, want both %s@…", msgs[0].MessageID, ana.MessageID, ds[0].ID)
+	}
+
+	for _, typ := range []string{"approval.approved", "approval.vote", "run.succeeded"} {
+		ev := request
+		ev.Type = typ
+		if ds, err := w.ch.Deliveries(ctx, run, ev, data); len(ds) != 0 || err != nil {
+			t.Errorf("%s mails %d (%v)", typ, len(ds), err)
+		}
+	}
+	// Settled since the request: nobody is mailed, and a try still
+	// pending sends nothing, for good.
+	a := pending()
+	a.Status, a.DecidedBy = approvals.Approved, "key_x"
+	w.st.set(a)
+	if ds, err := w.ch.Deliveries(ctx, run, request, data); len(ds) != 0 || err != nil {
+		t.Errorf("a settled approval mails %d (%v)", len(ds), err)
+	}
+	if att, final := w.ch.Send(ctx, ds[1]); !final || att.Error != "not sent: approval apr_1 is approved" {
+		t.Errorf("a try after the decision: %+v final %v", att, final)
+	}
+	if n := len(w.mp.Messages(t)); n != 3 {
+		t.Errorf("mailpit has %d messages, want 3", n)
+	}
+	// Past its deadline though not yet swept: nobody.
+	a = pending()
+	w.st.set(a)
+	expired, _ := email.New(email.Options{SMTP: email.Config{Host: "127.0.0.1", Port: 1, TLS: email.TLSNone, From: "s@x.io"}, Store: w.st,
+		PublicURL: "https://stead.example.com", Now: func() time.Time { return a.ExpiresAt }})
+	if ds, err := expired.Deliveries(ctx, run, request, data); len(ds) != 0 || err != nil {
+		t.Errorf("an expired approval mails %d (%v)", len(ds), err)
+	}
+}
+
+// TestSendOutcomes: what the SMTP server answers becomes the attempt,
+// over each TLS mode, and decides whether the Notifier tries again.
+func TestSendOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cert := mailpit.NewCert(t)
+	users := map[string]string{"stead": "s3cret"}
+	for _, tc := range []struct {
+		name   string
+		cfg    email.Config
+		server mailpit.Options
+		status int
+		final  bool
+		err    string
+	}{
+		{name: "plain", status: 250},
+		{name: "STARTTLS with credentials", cfg: email.Config{TLS: email.TLSStartTLS, Username: "stead", Password: "s3cret"},
+			server: mailpit.Options{TLS: cert, RequireSTARTTLS: true, Users: users}, status: 250},
+		{name: "implicit TLS with credentials", cfg: email.Config{TLS: email.TLSImplicit, Username: "stead", Password: "s3cret"},
+			server: mailpit.Options{TLS: cert, RequireTLS: true, Users: users}, status: 250},
+		{name: "a wrong password is tried again", cfg: email.Config{TLS: email.TLSStartTLS, Username: "stead", Password: "wrong"},
+			server: mailpit.Options{TLS: cert, RequireSTARTTLS: true, Users: users}, status: 535, err: "AUTH: the server answered 535"},
+		{name: "STARTTLS asked of a server without it sends nothing", cfg: email.Config{TLS: email.TLSStartTLS},
+			err: "does not offer STARTTLS; nothing was sent in the clear"},
+		{name: "a server that requires STARTTLS refuses plain mail", server: mailpit.Options{TLS: cert, RequireSTARTTLS: true},
+			status: 530, err: "MAIL FROM:<stead@stead.example.com>: the server answered 530"},
+		{name: "an untrusted certificate is refused", cfg: email.Config{TLS: email.TLSImplicit},
+			server: mailpit.Options{TLS: mailpit.NewCert(t), RequireTLS: true}, err: "TLS with 127.0.0.1"},
+		{name: "a refused recipient is final", server: mailpit.Options{AllowedRecipients: `@elsewhere\.org$`},
+			status: 550, final: true, err: "RCPT TO:<ana@example.com>: the server answered 550"},
+		{name: "a recipient deferred is tried again", server: mailpit.Options{Chaos: "Recipient:451:100"},
+			status: 451, err: "RCPT TO:<ana@example.com>: the server answered 451"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tc.cfg
+			if cfg.TLS != email.TLSNone && cfg.TLS != "" && tc.name != "an untrusted certificate is refused" {
+				cfg.TLSConfig = cert.ClientTLS()
+			}
+			w := setup(t, cfg, tc.server)
+			ds, err := w.ch.Deliveries(ctx, run, request, data)
+			if err != nil || len(ds) == 0 {
+				t.Fatal(err)
+			}
+			a, final := w.ch.Send(ctx, ds[0])
+			if a.Status != tc.status || final != tc.final || !strings.Contains(a.Error, tc.err) || (tc.err == "") != (a.Error == "") {
+				t.Fatalf("attempt %+v final %v; want status %d final %v error containing %q", a, final, tc.status, tc.final, tc.err)
+			}
+			if a.At != now || a.LatencyMs < 0 {
+				t.Errorf("attempt at %s, latency %d", a.At, a.LatencyMs)
+			}
+			n := len(w.mp.Messages(t))
+			if want := map[bool]int{true: 1, false: 0}[tc.status == 250]; n != want {
+				t.Errorf("mailpit received %d messages, want %d", n, want)
+			}
+		})
+	}
+	// Nothing listening: no status, tried again.
+	w := setup(t, email.Config{Host: "127.0.0.1", Port: closedPort(t)}, mailpit.Options{})
+	ds, _ := w.ch.Deliveries(ctx, run, request, data)
+	if a, final := w.ch.Send(ctx, ds[0]); a.Status != 0 || final || !strings.Contains(a.Error, "connect to 127.0.0.1:") {
+		t.Errorf("no server: %+v final %v", a, final)
+	}
+	// A body that is not a mail cannot be sent, ever.
+	if a, final := w.ch.Send(ctx, store.Delivery{ID: "msg_x", Body: json.RawMessage(`{"nope":1}`)}); !final || a.Error == "" {
+		t.Errorf("a bad body: %+v final %v", a, final)
+	}
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	st := &memStore{}
+	good := email.Config{Host: "127.0.0.1", Port: 1025, TLS: email.TLSNone, From: "stead@localhost"}
+	for _, tc := range []struct {
+		o    email.Options
+		want string
+	}{
+		{email.Options{SMTP: email.Config{Host: "h", Port: 1, TLS: email.TLSNone}, Store: st, PublicURL: "http://x"}, "from is missing"},
+		{email.Options{SMTP: good, PublicURL: "http://x"}, "Store is required"},
+		{email.Options{SMTP: good, Store: st}, `the public URL "" must be an http or https URL`},
+	} {
+		if _, err := email.New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New = %v, want %q", err, tc.want)
+		}
+	}
+	if ch, err := email.New(email.Options{SMTP: good, Store: st, PublicURL: "http://127.0.0.1:8720"}); err != nil || ch.Name() != "email" {
+		t.Errorf("New: %v", err)
+	}
+}
