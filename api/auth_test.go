@@ -43,6 +43,8 @@ type matrixFixture struct {
 	bobRun    api.Run // succeeded, end user bob
 	member    string  // a member of project A
 	group     string  // a group of project A
+	webhook   string  // a webhook endpoint of project A
+	delivery  string  // a delivery of webhook (a ping)
 }
 
 // newMember adds a viewer member to project A and returns its id.
@@ -68,7 +70,9 @@ func (w *world) newGroup(members ...string) string {
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	// The revoked key fails on every route: this test is not about limits.
-	w := setup(t, func(c *api.Config) { c.AuthLimit = api.AuthLimit{PerAddress: -1, PerKey: -1} })
+	rc := newReceiver(t)
+	var hooks *notifications
+	w := setup(t, func(c *api.Config) { c.AuthLimit = api.AuthLimit{PerAddress: -1, PerKey: -1} }, withNotifier(t, &hooks))
 	f := &matrixFixture{
 		aliceRun:  w.awaiting("alice"),
 		aliceDone: w.wait(w.start("plain", "alice", nil).ID, "terminal"),
@@ -76,6 +80,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	f.member = w.newMember("Ana Diaz")
 	f.group = w.newGroup(f.member)
+	f.webhook = w.newWebhook(rc.url).ID
+	f.delivery = w.ping(f.webhook).ID
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
 	groups := 0
@@ -178,6 +184,28 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DELETE /v1/rules/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/rules/"+w.newRule("alice").ID, c, nil)
 		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
+		{"POST /v1/webhooks", func(c string) *http.Request {
+			return w.request("POST", "/v1/webhooks", c, map[string]any{"url": rc.url})
+		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
+		{"GET /v1/webhooks", get("/v1/webhooks"), [8]int{200, 403, 403, 401, 401, 200, 403, 403}},
+		{"GET /v1/webhooks/{id}", get("/v1/webhooks/" + f.webhook), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"PATCH /v1/webhooks/{id}", func(c string) *http.Request {
+			return w.request("PATCH", "/v1/webhooks/"+f.webhook, c, map[string]any{"includeInput": true})
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"DELETE /v1/webhooks/{id}", func(c string) *http.Request {
+			return w.request("DELETE", "/v1/webhooks/"+w.newWebhook(rc.url).ID, c, nil)
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"POST /v1/webhooks/{id}/rotate", func(c string) *http.Request {
+			return w.request("POST", "/v1/webhooks/"+f.webhook+"/rotate", c, nil)
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"POST /v1/webhooks/{id}/ping", func(c string) *http.Request {
+			return w.request("POST", "/v1/webhooks/"+f.webhook+"/ping", c, nil)
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"GET /v1/webhooks/{id}/deliveries", get("/v1/webhooks/" + f.webhook + "/deliveries"), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"GET /v1/webhooks/{id}/deliveries/{deliveryId}", get("/v1/webhooks/" + f.webhook + "/deliveries/" + f.delivery), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		{"POST /v1/webhooks/{id}/retry", func(c string) *http.Request {
+			return w.request("POST", "/v1/webhooks/"+f.webhook+"/retry", c, map[string]any{"deliveryId": f.delivery})
+		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
 	}
 	for _, rt := range routes {
 		for i, p := range principals {

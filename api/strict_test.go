@@ -19,7 +19,7 @@ func deepJSON(n int) string { return strings.Repeat("[", n) + strings.Repeat("]"
 func (w *world) snapshot() string {
 	w.t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/groups", "/v1/broker/notes?endUserId=alice"} {
+	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/groups", "/v1/webhooks", "/v1/broker/notes?endUserId=alice"} {
 		b.WriteString(path + " " + string(w.must(w.do("GET", path, w.owner, nil), 200).body))
 	}
 	return b.String()
@@ -113,8 +113,12 @@ func (r bodyRoute) body(extra ...[2]string) string {
 // nothing.
 func TestStrictBodiesEveryRoute(t *testing.T) {
 	t.Parallel()
-	w := setup(t)
+	rc := newReceiver(t)
+	var n *notifications
+	w := setup(t, withNotifier(t, &n))
 	run := w.awaiting("alice")
+	hook := w.newWebhook(rc.url).ID
+	ping := w.ping(hook).ID
 	var ana api.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
 	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 201)
@@ -132,6 +136,11 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"PATCH /v1/members/{id}", "/v1/members/" + ana.ID, [][2]string{{"name", `"Ana D."`}}},
 		{"POST /v1/groups", "/v1/groups", [][2]string{{"name", `"legal"`}, {"members", `["` + ana.ID + `"]`}}},
 		{"PATCH /v1/groups/{name}", "/v1/groups/finance", [][2]string{{"description", `"Refunds"`}, {"add", `["` + ana.ID + `"]`}}},
+		{"POST /v1/webhooks", "/v1/webhooks", [][2]string{{"url", quote(rc.url)}, {"events", `["approval.requested"]`}, {"agents", `["refunds"]`}, {"includeInput", `true`}}},
+		{"PATCH /v1/webhooks/{id}", "/v1/webhooks/" + hook, [][2]string{{"url", quote(rc.url + "/v2")}, {"events", `[]`}, {"enabled", `true`}}},
+		{"POST /v1/webhooks/{id}/rotate", "/v1/webhooks/" + hook + "/rotate", nil},
+		{"POST /v1/webhooks/{id}/ping", "/v1/webhooks/" + hook + "/ping", nil},
+		{"POST /v1/webhooks/{id}/retry", "/v1/webhooks/" + hook + "/retry", [][2]string{{"deliveryId", quote(ping)}}},
 	}
 	checkRouteTable(t, routes)
 	before := w.snapshot()
