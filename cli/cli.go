@@ -133,6 +133,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.approveCommand(),
 		a.denyCommand(),
 		a.membersCommand(),
+		a.webhooksCommand(),
 		a.rulesCommand(),
 		a.groupsCommand(),
 		a.keysCommand(),

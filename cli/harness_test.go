@@ -50,11 +50,18 @@ type testStack struct {
 
 var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-func newTestStack(t testing.TB) *testStack {
+// newTestStack starts a test stack; opts change its config (the egress
+// policy of a test with a loopback webhook receiver). Its notifier runs, as
+// in stead dev.
+func newTestStack(t testing.TB, opts ...func(*StackConfig)) *testStack {
 	t.Helper()
 	dir := t.TempDir()
 	clk := testclock.New(epoch)
-	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true})
+	cfg := StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	st, err := OpenStack(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +75,7 @@ func newTestStack(t testing.TB) *testStack {
 		_ = st.Close(ctx)
 		t.Fatal(err)
 	}
+	st.StartNotifier()
 	srv := httptest.NewServer(st.API)
 	tr := &http.Transport{}
 	t.Cleanup(func() {
