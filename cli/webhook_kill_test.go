@@ -107,7 +107,7 @@ func TestWebhookSurvivesKill(t *testing.T) {
 		if err := srv.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		<-srv.done
+		<-srv.done //nolint:errcheck // killed on purpose: its exit error tells nothing
 		srv = e.startServer(addr, data)
 		d.server = srv
 		deadline := time.Now().Add(60 * time.Second) // a delivery taken when the process died waits out its lease
