@@ -72,12 +72,13 @@ export async function steadBinary() {
 }
 
 // startStead starts `stead dev --example` on 127.0.0.1:0 with its own data
-// folder and CLI config, and stops it when the test ends.
-export async function startStead(t) {
+// folder and CLI config, and stops it when the test ends; args are more
+// flags (--smtp HOST:PORT).
+export async function startStead(t, { args = [] } = {}) {
   const bin = await steadBinary();
   const dir = await mkdtemp(path.join(tmpdir(), "stead-e2e-"));
   const env = { ...process.env, STEAD_CONFIG: path.join(dir, "config.json"), STEAD_URL: "", STEAD_KEY: "", NO_COLOR: "1" };
-  const child = spawn(bin, ["dev", "--json", "--example", "--addr", "127.0.0.1:0", "--sweep-interval", "200ms", "--data", path.join(dir, "data"), "--workers", "2"], {
+  const child = spawn(bin, ["dev", "--json", "--example", "--addr", "127.0.0.1:0", "--sweep-interval", "200ms", "--data", path.join(dir, "data"), "--workers", "2", ...args], {
     env, stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
