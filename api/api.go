@@ -43,7 +43,20 @@
 //	POST   /v1/keys                               owner
 //	GET    /v1/keys                               owner
 //	DELETE /v1/keys/{id}                          owner
+//	POST   /v1/webhooks                           owner (the secret is shown once)
+//	GET    /v1/webhooks                           owner
+//	GET    /v1/webhooks/{id}                      owner
+//	PATCH  /v1/webhooks/{id}                      owner
+//	DELETE /v1/webhooks/{id}                      owner
+//	POST   /v1/webhooks/{id}/rotate               owner (the new secret is shown once)
+//	POST   /v1/webhooks/{id}/ping                 owner (503 without Config.Notifications)
+//	GET    /v1/webhooks/{id}/deliveries           owner
+//	GET    /v1/webhooks/{id}/deliveries/{did}     owner
+//	POST   /v1/webhooks/{id}/retry                owner
+//	POST   /slack/interactivity                   no credential: signed by Slack, decided as the linked member (see slack.go)
 //	GET    /console/, /status/{runId}, /embed.js  no credential (static pages; see console.go)
+//	GET    /review/{token}                        the token of an approval's mail (HTML page; never decides; review.go)
+//	POST   /review/{token}                        the token of an approval's mail (form: decides as its member)
 package api
 
 import (
@@ -102,8 +115,13 @@ type Config struct {
 	// AuthLimit bounds failed authentication; the defaults when zero.
 	AuthLimit AuthLimit
 	// Notifications sends pings and hears of endpoint changes (the
-	// webhook routes); without it they answer 503.
+	// webhook routes); without it the ping route answers 503 and the
+	// others work (a notifier elsewhere delivers).
 	Notifications Notifications
+	// Slack, when set, serves POST /slack/interactivity (package
+	// notify/slack's App); without it the route answers 404 saying how to
+	// configure Slack.
+	Slack Slack
 }
 
 // Notifications is what the webhook routes need of the notifier (package
@@ -246,7 +264,20 @@ func (s *Server) routes() {
 	s.handle("GET /v1/keys", anyOf(approvals.ManageKeys), s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", anyOf(approvals.ManageKeys), s.revokeKey)
 
+	s.handle("POST /v1/webhooks", anyOf(approvals.ManageWebhooks), s.createWebhook)
+	s.handle("GET /v1/webhooks", anyOf(approvals.ManageWebhooks), s.listWebhooks)
+	s.handle("GET /v1/webhooks/{id}", anyOf(approvals.ManageWebhooks), s.getWebhook)
+	s.handle("PATCH /v1/webhooks/{id}", anyOf(approvals.ManageWebhooks), s.updateWebhook)
+	s.handle("DELETE /v1/webhooks/{id}", anyOf(approvals.ManageWebhooks), s.deleteWebhook)
+	s.handle("POST /v1/webhooks/{id}/rotate", anyOf(approvals.ManageWebhooks), s.rotateWebhook)
+	s.handle("POST /v1/webhooks/{id}/ping", anyOf(approvals.ManageWebhooks), s.pingWebhook)
+	s.handle("GET /v1/webhooks/{id}/deliveries", anyOf(approvals.ManageWebhooks), s.listWebhookDeliveries)
+	s.handle("GET /v1/webhooks/{id}/deliveries/{deliveryId}", anyOf(approvals.ManageWebhooks), s.getWebhookDelivery)
+	s.handle("POST /v1/webhooks/{id}/retry", anyOf(approvals.ManageWebhooks), s.retryWebhook)
+
+	s.slackRoutes()
 	s.consoleRoutes()
+	s.reviewRoutes()
 }
 
 // anyOf is what a route needs: a role that grants one of ps.
@@ -325,7 +356,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", logPath(r.URL.Path)),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
 		slog.String("request", info.id),

@@ -24,6 +24,8 @@ import (
 	"stead/api"
 	"stead/approvals"
 	"stead/examples/refunds"
+	"stead/notify/email"
+	"stead/notify/slack"
 	"stead/runtime/bundle"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
@@ -40,6 +42,9 @@ type devOptions struct {
 	shutdown      time.Duration
 	egressAllow   string
 	egress        egress.Policy // egressAllow parsed
+	slack         *slack.Config // from STEAD_SLACK_*; nil when Slack is off
+	smtpAddr      string
+	smtp          *email.Config // --smtp, else STEAD_SMTP_URL; nil when email is off
 }
 
 func (a *app) devCommand() *cobra.Command {
@@ -72,6 +77,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
+	f.StringVar(&o.smtpAddr, "smtp", "", "mail approvals to the members who may decide them through this SMTP server, HOST:PORT, plain (a local test server such as mailpit); STEAD_SMTP_URL configures TLS and credentials")
 	f.StringVar(&o.egressAllow, "egress-allow", egress.Policy{Allow: egress.Loopback}.String(),
 		`address ranges handlers' fetch and models' baseUrl may reach besides public ones, comma-separated CIDR ("" for public only)`)
 	return cmd
@@ -104,6 +110,12 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return usagef("--egress-allow: %s", err.Error())
 	}
 	o.egress = egress.Policy{Allow: allow}
+	if o.slack, err = slack.FromEnv(a.env.Getenv); err != nil {
+		return err
+	}
+	if o.smtp, err = devSMTP(o.smtpAddr, a.env.Getenv); err != nil {
+		return err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
@@ -120,7 +132,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	defer ln.Close()
 	baseURL := "http://" + dialable(ln.Addr().String())
 
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL})
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp})
 	if err != nil {
 		return err
 	}
@@ -346,6 +358,10 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 	out := a.stdout()
 	fmt.Fprintf(out, "Stead is running at %s (data in %s)\n", baseURL, o.data)
 	fmt.Fprintln(out, egressLine(o.egress))
+	fmt.Fprintln(out, emailLine(o.smtp, baseURL))
+	if o.slack != nil {
+		fmt.Fprintf(out, "Slack: approvals are posted to %s; the app's Interactivity Request URL is %s/slack/interactivity (Slack must reach it: a public tunnel to this address)\n", o.slack.Channel, baseURL)
+	}
 	if created {
 		fmt.Fprintf(out, "\nCreated project %s. Its owner key, printed only on this first start:\n\n    %s\n\n", proj.ID, key)
 		fmt.Fprintf(out, "A copy is kept in %s so that restarts can set up the CLI again (local development only).\n", filepath.Join(o.data, ownerKeyFileName))
@@ -376,6 +392,31 @@ Next steps, in another terminal:
 	}
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
 	return nil
+}
+
+// devSMTP is the email configuration of stead dev: --smtp HOST:PORT
+// (plain), else STEAD_SMTP_URL, else none.
+func devSMTP(addr string, getenv func(string) string) (*email.Config, error) {
+	if addr != "" {
+		c, err := email.Plain(addr)
+		if err != nil {
+			return nil, usagef("%s", err.Error())
+		}
+		return &c, nil
+	}
+	c, ok, err := email.FromEnv(getenv)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// emailLine says at start whether approvals are mailed, and where.
+func emailLine(c *email.Config, baseURL string) string {
+	if c == nil {
+		return "Email is off (--smtp HOST:PORT or STEAD_SMTP_URL mails approvals to the members who may decide them)."
+	}
+	return "Email: approvals are mailed to the members who may decide them through " + c.String() + "; review links open " + baseURL + "/review/…"
 }
 
 // egressLine says at start where fetch and model baseUrl may go.

@@ -14,6 +14,8 @@ import (
 
 	"stead/api"
 	"stead/notify"
+	"stead/notify/email"
+	"stead/notify/slack"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -59,6 +61,13 @@ type StackConfig struct {
 	// PublicURL is where people reach this Stead: the base of the console
 	// links in notifications. `stead dev` uses its own address.
 	PublicURL string
+	// Slack, when set, posts approvals to Slack and takes clicks at POST
+	// /slack/interactivity (slack.FromEnv reads it; Store and Now are
+	// filled in here).
+	Slack *slack.Config
+	// SMTP, when set, mails the members who may decide each approval
+	// (package notify/email), with review links under PublicURL.
+	SMTP *email.Config
 }
 
 // Stack is a running embedded Stead: store, bundle compiler, handler
@@ -122,7 +131,30 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 	// Webhook targets pass the same egress policy as handlers' fetch.
 	hooks := cfg.Egress.Client()
 	hooks.Timeout = notify.Timeout
-	notifier := notify.New(notify.Config{Store: st, Client: hooks, Now: cfg.Now, PublicURL: cfg.PublicURL, Log: log})
+	var (
+		channels []notify.Channel
+		slackApp *slack.App
+	)
+	if cfg.Slack != nil {
+		sc := *cfg.Slack
+		sc.Store, sc.Now = st, cfg.Now
+		if slackApp, err = slack.New(sc); err != nil {
+			sb.Close()
+			_ = st.Close()
+			return nil, err
+		}
+		channels = append(channels, slackApp)
+	}
+	if cfg.SMTP != nil {
+		mail, err := email.New(email.Options{SMTP: *cfg.SMTP, Store: st, PublicURL: cfg.PublicURL, Now: cfg.Now})
+		if err != nil {
+			sb.Close()
+			_ = st.Close()
+			return nil, err
+		}
+		channels = append(channels, mail)
+	}
+	notifier := notify.New(notify.Config{Store: st, Client: hooks, Now: cfg.Now, PublicURL: cfg.PublicURL, Log: log, Channels: channels})
 	pool := engine.NewPool(cfg.Workers, 0, func(runID string, err error) {
 		log.Error("execute run", "run", runID, "error", err)
 	})
@@ -143,7 +175,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		_ = st.Close()
 		return nil, err
 	}
-	srv, err := api.New(api.Config{
+	apiCfg := api.Config{
 		Engine:    eng,
 		Store:     st,
 		Now:       cfg.Now,
@@ -152,7 +184,11 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Heartbeat: cfg.Heartbeat,
 
 		Notifications: notifier,
-	})
+	}
+	if slackApp != nil {
+		apiCfg.Slack = slackApp
+	}
+	srv, err := api.New(apiCfg)
 	if err != nil {
 		sb.Close()
 		_ = st.Close()

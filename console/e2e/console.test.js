@@ -14,6 +14,7 @@ import {
   chromiumMissing, launchBrowser, openPage, startStead, signIn, screenshot, markPage, wasReloaded,
   deployWithTimeout, deployRefunds, deployRefundsAgent, addMember, asKey, serveStatic, WAIT,
 } from "./harness.js";
+import { mailpitMissing, startMailpit } from "./mailpit.js";
 
 const missing = chromiumMissing();
 if (missing) console.log(`# skipping the browser tests: ${missing}`);
@@ -791,4 +792,52 @@ test("remembered decisions: approve and allow again for 1h, the end user's next 
   await c3.getByRole("button", { name: "Approve", exact: true }).click();
   await c3.locator('.result [data-status="succeeded"]').waitFor();
   assert.equal(await c3.locator(".remembered").count(), 0);
+});
+
+test("email: the review link in the received mail opens a page that shows the call; approving there resumes the run, and the link is refused afterwards", opts, async (t) => {
+  const noMailpit = mailpitMissing();
+  if (noMailpit) return t.skip(noMailpit);
+  const mp = await startMailpit(t);
+  const stead = await startStead(t, { args: ["--smtp", mp.smtp] });
+  const ana = await addMember(stead, "Ana Diaz", { email: "ana@example.com" });
+  const run = await stead.startRefund("o-1001");
+  assert.equal(run.status, "awaiting-approval");
+
+  // The mail as Ana's mail client has it, fetched from mailpit's API.
+  const mail = await mp.waitFor("ana@example.com");
+  assert.equal(mail.Subject, "Approval needed: refundOrder for refunds (end user demo-user)");
+  const links = [mail.Text, mail.HTML].map((part) => (part.match(/http:\/\/127\.0\.0\.1:\d+\/review\/rvw_[A-Za-z0-9_.-]+/) || [""])[0]);
+  assert.ok(links[0].startsWith(stead.url + "/review/"), "no review link in the mail's text: " + mail.Text);
+  assert.equal(links[1], links[0], "the HTML and text parts link differently");
+
+  // Chromium opens it, as a click in the mail would: the call, and a form.
+  const page = await openPage(t, browser);
+  await page.goto(links[0]);
+  await page.getByRole("heading", { name: "Review: refundOrder for refunds", level: 1 }).waitFor();
+  await page.getByText('"orderId": "o-1001"').waitFor();
+  await page.getByText("demo-user").first().waitFor();
+  await page.getByText("You decide as Ana Diaz (approver)").waitFor();
+  await screenshot(page, "email-01-review-page");
+  // Opening it decided nothing (a mail scanner fetching it does no more).
+  assert.equal((await stead.api("GET", `/v1/approvals/${run.approval.id}`)).status, "pending");
+
+  await page.getByLabel(/^Note/).fill("approved from the mail");
+  await page.getByRole("button", { name: "Approve", exact: true }).click();
+  await page.getByRole("heading", { name: "Approved", level: 1 }).waitFor();
+  await page.getByText("the run continues with exactly the input shown below").waitFor();
+  await screenshot(page, "email-02-approved");
+  await until("the run to succeed", async () => (await runStatus(stead, run.id)) === "succeeded");
+  const a = await stead.api("GET", `/v1/approvals/${run.approval.id}`);
+  assert.equal(a.status, "approved");
+  assert.equal(a.decidedBy, "review:" + ana.id);
+  assert.equal(a.decidedByName, "Ana Diaz");
+  assert.equal(a.note, "approved from the mail");
+
+  // The same link again: refused, saying who decided, with no form.
+  const res = await page.goto(links[0]);
+  assert.equal(res.status(), 409);
+  await page.getByRole("heading", { name: "Already approved", level: 1 }).waitFor();
+  await page.getByText(/was already approved by Ana Diaz/).waitFor();
+  assert.equal(await page.getByRole("button", { name: "Approve", exact: true }).count(), 0);
+  await screenshot(page, "email-03-refused");
 });
