@@ -374,6 +374,10 @@ type Data struct {
 	Error *store.RunError `json:"error,omitempty"`
 	// Input is the call's input, for an endpoint with includeInput.
 	Input json.RawMessage `json:"input,omitempty"`
+	// WebhookID and WebhookURL name the endpoint a webhook.disabled is
+	// about.
+	WebhookID  string `json:"webhookId,omitempty"`
+	WebhookURL string `json:"webhookUrl,omitempty"`
 	// EscalatedTo is the group an approval.escalated tells.
 	EscalatedTo string `json:"escalatedTo,omitempty"`
 	// ConsoleURL shows the approval or the run.
@@ -463,7 +467,7 @@ func approvalID(data json.RawMessage) string {
 // settledFirst reports, for a notice, whether its approval was settled
 // before its time came: then it is not sent.
 func (n *Notifier) settledFirst(ctx context.Context, d store.Delivery) (approvals.Approval, bool, error) {
-	if !notice(d.Type) {
+	if !notice(d.Type) || !strings.HasPrefix(d.Type, "approval.") {
 		return approvals.Approval{}, false, nil
 	}
 	id := approvalID(d.Body)
@@ -630,6 +634,37 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
+// tellDisabled tells the project's other endpoints that ep was disabled
+// (a webhook.disabled, for the owners' systems; the console shows it too).
+func (n *Notifier) tellDisabled(ctx context.Context, ep store.Endpoint) error {
+	eps, err := n.cfg.Store.ListEndpoints(ctx, ep.ProjectID)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(Payload{Type: Disabled, Timestamp: ep.DisabledAt.UTC(), Data: Data{
+		WebhookID: ep.ID, WebhookURL: ep.URL,
+		Message: fmt.Sprintf("webhook %s (%s) was disabled: %s; enable it with stead webhooks enable %s", ep.ID, ep.URL, ep.DisabledReason, ep.ID),
+	}})
+	if err != nil {
+		return err
+	}
+	now := n.cfg.Now()
+	var ds []store.Delivery
+	for _, other := range eps {
+		if other.ID == ep.ID || other.Disabled() || (len(other.Events) > 0 && !slices.Contains(other.Events, Disabled)) {
+			continue
+		}
+		ds = append(ds, store.Delivery{
+			ID: MessageID(other.ID+"/"+Disabled, ep.ID, ep.DisabledAt.UnixNano()), ProjectID: ep.ProjectID, EndpointID: other.ID,
+			Type: Disabled, Body: body, Status: store.DeliveryPending, NextAt: now, Version: 1, CreatedAt: now, UpdatedAt: now,
+		})
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	return n.cfg.Store.PutDeliveries(ctx, ds)
+}
+
 // endpointAfter keeps an endpoint's health: a success clears its failing
 // mark; a 410 disables it; a failure starts the mark, or disables the
 // endpoint once it has failed for FailingLimit.
@@ -656,6 +691,9 @@ func (n *Notifier) endpointAfter(ctx context.Context, ep store.Endpoint, a store
 		}
 		next.UpdatedAt = n.cfg.Now()
 		_, err := n.cfg.Store.UpdateEndpoint(ctx, next)
+		if err == nil && next.Disabled() {
+			return n.tellDisabled(ctx, next)
+		}
 		if !errors.Is(err, store.ErrConflict) {
 			return err
 		}

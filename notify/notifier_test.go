@@ -282,10 +282,21 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	rc := startReceiver(t, secret)
 	w := setup(t)
 	w.endpoint("whe_gone", rc.url+"/gone")
+	w.endpoint("whe_ok", rc.url+"/ok")
 	w.run("run_1")
 	w.pass()
-	sent := rc.waitFor(t, 1)
+	rc.waitFor(t, 1)
 	time.Sleep(200 * time.Millisecond) // any other try in flight lands
+	gone := func() int {
+		n := 0
+		for _, r := range rc.got() {
+			if r.Path == "/gone" {
+				n++
+			}
+		}
+		return n
+	}
+	sent := gone()
 	ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_gone")
 	if err != nil || !ep.Disabled() || !strings.Contains(ep.DisabledReason, "410") {
 		t.Fatalf("endpoint after a 410: %+v, %v", ep, err)
@@ -294,14 +305,30 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	w.pass()
 	w.run("run_2")
 	w.pass()
-	if got := rc.got(); len(got) > len(sent)+2 {
-		t.Errorf("a disabled endpoint got %d requests after the 410", len(got)-len(sent))
+	time.Sleep(100 * time.Millisecond)
+	if n := gone(); n != sent {
+		t.Errorf("a disabled endpoint got %d requests after the 410 had disabled it", n-sent)
 	}
 	page, _ := w.store.ListDeliveries(w.ctx, "prj_a", "whe_gone", "", 10)
 	for _, d := range page.Items {
 		if d.Status == store.DeliveryPending {
 			t.Errorf("delivery %s is still pending at a disabled endpoint", d.ID)
 		}
+	}
+	// The project's other endpoint was told.
+	told, _ := w.store.ListDeliveries(w.ctx, "prj_a", "whe_ok", "", 20)
+	n := 0
+	for _, d := range told.Items {
+		if d.Type == notify.Disabled {
+			n++
+			var p notify.Payload
+			if json.Unmarshal(d.Body, &p) != nil || p.Data.WebhookID != "whe_gone" || !strings.Contains(p.Data.Message, "410") {
+				t.Errorf("webhook.disabled: %s", d.Body)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("the other endpoint got %d webhook.disabled, want 1", n)
 	}
 }
 

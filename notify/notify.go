@@ -34,12 +34,14 @@ var Types = []string{
 	"approval.requested", "approval.vote", "approval.reminder", "approval.expiring", "approval.escalated",
 	"approval.approved", "approval.denied", "approval.expired", "approval.cancelled",
 	"run.succeeded", "run.failed", "run.cancelled",
+	Disabled,
 }
 
-// notice reports whether typ is a notice's.
+// notice reports whether typ is a notice's (or webhook.disabled): types
+// the Notifier makes, not trace events.
 func notice(typ string) bool {
 	switch typ {
-	case "approval.reminder", "approval.expiring", "approval.escalated":
+	case "approval.reminder", "approval.expiring", "approval.escalated", Disabled:
 		return true
 	}
 	return false
@@ -48,6 +50,10 @@ func notice(typ string) bool {
 // Ping is the event `stead webhooks ping` sends: it checks an endpoint and
 // its signature check, and reports nothing.
 const Ping = "webhook.ping"
+
+// Disabled is the event the project's other endpoints get when one is
+// disabled (it answered 410, or failed every delivery for FailingLimit).
+const Disabled = "webhook.disabled"
 
 // Notifies reports whether a trace event of type typ is a notification.
 func Notifies(typ string) bool { return slices.Contains(Types, typ) && !notice(typ) }
