@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -50,12 +51,18 @@ const (
 	// for S3 emulators on loopback, never needed on AWS.
 	EnvS3PathStyle = "STEAD_S3_PATH_STYLE"
 	// EnvEgressAllow lists the address ranges, comma-separated CIDR
-	// ("10.0.0.0/8,fd00::/8"), that handlers' fetch and models' baseUrl
-	// may reach besides public addresses: a model server or service in the
-	// runner's VPC. Empty by default: loopback, private and link-local
-	// destinations are refused. The owner's setting (a template parameter),
-	// never a deployment's.
+	// ("10.0.0.0/8,fd00::/8"), that handlers' fetch, models' baseUrl and
+	// webhook endpoints may reach besides public addresses: a model server,
+	// service or receiver in the functions' VPC. Empty by default:
+	// loopback, private and link-local destinations are refused. The
+	// owner's setting (a template parameter), never a deployment's.
 	EnvEgressAllow = "STEAD_EGRESS_ALLOW"
+	// EnvPublicURL is where people reach Stead ("https://…", no query):
+	// the base of the console links that notifications carry. The template
+	// sets it from the API's URL (or its PublicUrl parameter, for a custom
+	// domain) on the runner and the sweeper, which deliver notifications.
+	// Optional: without it links are paths alone ("/console/#/…").
+	EnvPublicURL = "STEAD_PUBLIC_URL"
 )
 
 // Variables Lambda (and the Runtime Interface Emulator) sets, read for
@@ -84,7 +91,7 @@ const (
 func EnvVars() []string {
 	return []string{
 		EnvTable, EnvBucket, EnvBundlePrefix, EnvSpillPrefix, EnvRunnerFunction,
-		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle, EnvEgressAllow,
+		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle, EnvEgressAllow, EnvPublicURL,
 	}
 }
 
@@ -113,9 +120,11 @@ type Config struct {
 	MaxBundleBytes int64
 	DispatchGrace  time.Duration
 	S3PathStyle    bool
-	// EgressAllow is EnvEgressAllow parsed: the ranges admitted for fetch
-	// and model requests; none by default.
+	// EgressAllow is EnvEgressAllow parsed: the ranges admitted for fetch,
+	// model requests and webhook deliveries; none by default.
 	EgressAllow []netip.Prefix
+	// PublicURL is EnvPublicURL without a trailing "/"; "" when unset.
+	PublicURL string
 	// WorkerID names this execution environment in run leases.
 	WorkerID string
 	// LogLevel is AWS_LAMBDA_LOG_LEVEL (set from the template's
@@ -232,11 +241,35 @@ func FromEnv(fn Function, getenv func(string) string) (Config, error) {
 		}
 		c.EgressAllow = allow
 	}
+	if v := strings.TrimSpace(getenv(EnvPublicURL)); v != "" {
+		if p := publicURLProblem(v); p != "" {
+			bad("%s must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: %s (got %q)", EnvPublicURL, p, v)
+		}
+		c.PublicURL = strings.TrimSuffix(v, "/")
+	}
 	if len(problems) > 0 {
 		return Config{}, &ConfigError{Function: fn, Problems: problems}
 	}
 	c.WorkerID = workerID(fn, getenv)
 	return c, nil
+}
+
+// publicURLProblem says why v cannot be the base of links; "" if it can.
+func publicURLProblem(v string) string {
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return "it does not parse"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "the scheme is not http or https"
+	case u.Host == "" || u.Hostname() == "":
+		return "it names no host"
+	case u.User != nil:
+		return "it carries a user name or password"
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(v, "?") || strings.HasSuffix(v, "#"):
+		return "links are built by appending to it, so it takes no query or fragment"
+	}
+	return ""
 }
 
 // ConfigError lists what is wrong with a function's environment.

@@ -31,6 +31,7 @@ func base() map[string]string {
 		awsstack.EnvMaxBundleBytes:      "1048576",
 		awsstack.EnvDispatchGrace:       "45s",
 		awsstack.EnvS3PathStyle:         "false",
+		awsstack.EnvPublicURL:           "https://stead.example.com/",
 		"STEAD_SOMETHING_ELSE_ENTIRELY": "ignored",
 	}
 }
@@ -44,7 +45,7 @@ func TestFromEnv(t *testing.T) {
 	want := awsstack.Config{
 		Function: awsstack.APIFunction, Region: "eu-west-1", Table: "stead-Table-1", Bucket: "stead-bucket-1",
 		BundlePrefix: "bundles/", SpillPrefix: "spill/", RunnerFunction: "stead-RunnerFunction-1",
-		MaxBundleBytes: 1 << 20, DispatchGrace: 45 * time.Second,
+		MaxBundleBytes: 1 << 20, DispatchGrace: 45 * time.Second, PublicURL: "https://stead.example.com",
 		WorkerID: "stead-ApiFunction-x1/2026/11/29/[$LATEST]abc",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -59,7 +60,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	if c.BundlePrefix != awsstack.DefaultBundlePrefix || c.SpillPrefix != awsstack.DefaultSpillPrefix ||
 		c.MaxBundleBytes != awsstack.DefaultMaxBundleBytes || c.DispatchGrace != awsstack.DefaultDispatchGrace ||
-		c.S3PathStyle || c.WorkerID != "runner" || c.RunnerFunction != "" || c.EgressAllow != nil {
+		c.S3PathStyle || c.WorkerID != "runner" || c.RunnerFunction != "" || c.EgressAllow != nil || c.PublicURL != "" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	// The owner's egress allowlist, parsed.
@@ -96,6 +97,9 @@ func TestFromEnvProblems(t *testing.T) {
 		{awsstack.APIFunction, map[string]string{awsstack.EnvS3PathStyle: "yes please"}, []string{"STEAD_S3_PATH_STYLE must be true or false"}},
 		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.0.0/8,vpc"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "vpc" is not an IP address or CIDR range`}},
 		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.5.0/16"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "10.0.5.0/16" has bits set past its /16; write the range as 10.0.0.0/16`}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvPublicURL: "stead.example.com"}, []string{`STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: the scheme is not http or https (got "stead.example.com")`}},
+		{awsstack.SweeperFunction, map[string]string{awsstack.EnvPublicURL: "https://stead.example.com/?x=1"}, []string{"STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: links are built by appending to it, so it takes no query or fragment"}},
+		{awsstack.SweeperFunction, map[string]string{awsstack.EnvPublicURL: "https:///console"}, []string{"STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: it names no host"}},
 		{"worker", nil, []string{`unknown function "worker"`}},
 	} {
 		m := base()

@@ -97,30 +97,36 @@ func ParseRunnerEvent(payload []byte) (RunnerEvent, error) {
 }
 
 // RunnerHandler is the runner function's handler: it executes the run its event
-// names (claim, steps until the run ends or waits for approval, release).
+// names (claim, steps until the run ends or waits for approval, release),
+// then delivers the notifications written meanwhile.
 // A run that cannot be claimed — another invocation holds it, it awaits a
 // decision, it ended — is left alone: a duplicate delivery changes nothing.
 type RunnerHandler struct {
 	execute func(ctx context.Context, runID string) error
+	notify  func(ctx context.Context) error
 	log     *slog.Logger
 	// reserve is kept back from the invocation's deadline so that an
 	// execution cut short stops cleanly before Lambda stops the process.
 	reserve time.Duration
 }
 
-// NewRunnerHandler returns the runner's handler over execute (Engine.Execute).
-func NewRunnerHandler(execute func(ctx context.Context, runID string) error, log *slog.Logger) *RunnerHandler {
+// NewRunnerHandler returns the runner's handler over execute
+// (Engine.Execute). notify (Notifications.PassIfKicked; nil for none) runs
+// after each execution, failed or not, before the invocation returns.
+func NewRunnerHandler(execute func(ctx context.Context, runID string) error, notify func(ctx context.Context) error, log *slog.Logger) *RunnerHandler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &RunnerHandler{execute: execute, log: log, reserve: 2 * time.Second}
+	return &RunnerHandler{execute: execute, notify: notify, log: log, reserve: 2 * time.Second}
 }
 
 var _ lambda.Handler = (*RunnerHandler)(nil)
 
-// Invoke handles one event. An error fails the invocation, and Lambda
-// retries it (then sends it to the on-failure destination): the run is
-// left claimable for the retry or the sweeper.
+// Invoke handles one event. An execution error fails the invocation, and
+// Lambda retries it (then sends it to the on-failure destination): the run
+// is left claimable for the retry or the sweeper. A notifications error is
+// logged and does not: the run is fine, and the sweeper's next pass
+// delivers what this one could not.
 func (r *RunnerHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	ev, err := ParseRunnerEvent(payload)
 	if err != nil {
@@ -129,7 +135,13 @@ func (r *RunnerHandler) Invoke(ctx context.Context, payload []byte) ([]byte, err
 	}
 	ctx, cancel := withReserve(ctx, r.reserve)
 	defer cancel()
-	if err := r.execute(ctx, ev.RunID); err != nil {
+	err = r.execute(ctx, ev.RunID)
+	if r.notify != nil {
+		if nerr := r.notify(ctx); nerr != nil {
+			r.log.WarnContext(ctx, "deliver notifications; the sweeper delivers them later", "run", ev.RunID, "error", nerr)
+		}
+	}
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			err = &EventError{Function: RunnerFunction, Problem: fmt.Sprintf("nothing to execute for run %s (is the event for another stack?)", ev.RunID), Err: err}
 		}
@@ -142,24 +154,34 @@ func (r *RunnerHandler) Invoke(ctx context.Context, payload []byte) ([]byte, err
 // SweeperHandler is the sweeper function's handler: on each scheduled event it
 // expires due approvals (their runs fail approval-expired) and dispatches
 // again the runs nobody is working on (a lost dispatch, an approval decided
-// but not resumed, a runner that died).
+// but not resumed, a runner that died), then delivers notifications: those
+// the sweep wrote, the decisions that dispatched no run, what a runner
+// left, and the retries that are due.
 type SweeperHandler struct {
-	sweep func(ctx context.Context) (engine.SweepResult, error)
-	log   *slog.Logger
+	sweep  func(ctx context.Context) (engine.SweepResult, error)
+	notify func(ctx context.Context) error
+	log    *slog.Logger
+	// reserve is kept back from the invocation's deadline for the
+	// notifications pass, so that it ends before Lambda stops the process.
+	reserve time.Duration
 }
 
 // NewSweeperHandler returns the sweeper's handler over sweep (Engine.Sweep).
-func NewSweeperHandler(sweep func(ctx context.Context) (engine.SweepResult, error), log *slog.Logger) *SweeperHandler {
+// notify (Notifications.Pass; nil for none) runs after each sweep, failed
+// or not, before the invocation returns.
+func NewSweeperHandler(sweep func(ctx context.Context) (engine.SweepResult, error), notify func(ctx context.Context) error, log *slog.Logger) *SweeperHandler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &SweeperHandler{sweep: sweep, log: log}
+	return &SweeperHandler{sweep: sweep, notify: notify, log: log, reserve: 2 * time.Second}
 }
 
 var _ lambda.Handler = (*SweeperHandler)(nil)
 
-// Invoke sweeps once. The event's content is not used, but it must be a
-// JSON object (the schedule's input, or an EventBridge event) or empty.
+// Invoke sweeps once, then makes a notifications pass; an error of either
+// fails the invocation (the next schedule tries again). The event's content
+// is not used, but it must be a JSON object (the schedule's input, or an
+// EventBridge event) or empty.
 func (s *SweeperHandler) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(payload)
 	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
@@ -183,6 +205,18 @@ func (s *SweeperHandler) Invoke(ctx context.Context, payload []byte) ([]byte, er
 	if err != nil {
 		err = fmt.Errorf("sweep (expired %d, redispatched %d before the error): %w", res.Expired, res.Redispatched, err)
 		s.log.ErrorContext(ctx, "sweep", "error", err)
+	}
+	if s.notify != nil {
+		nctx, cancel := withReserve(ctx, s.reserve)
+		nerr := s.notify(nctx)
+		cancel()
+		if nerr != nil {
+			nerr = fmt.Errorf("deliver notifications: %w", nerr)
+			s.log.ErrorContext(ctx, "deliver notifications", "error", nerr)
+			err = errors.Join(err, nerr)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	if res.Expired+res.Redispatched > 0 {

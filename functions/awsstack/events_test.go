@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -80,7 +81,7 @@ func TestRunnerHandler(t *testing.T) {
 	h := awsstack.NewRunnerHandler(func(ctx context.Context, runID string) error {
 		calls = append(calls, runID)
 		return failWith
-	}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	}, nil, slog.New(slog.NewJSONHandler(&logs, nil)))
 	invoke := func(payload string) (string, error) {
 		out, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
 		return string(out), err
@@ -122,8 +123,12 @@ func TestRunnerDeadline(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var got time.Time
+		var notified time.Time
 		h := awsstack.NewRunnerHandler(func(ctx context.Context, runID string) error {
 			got, _ = ctx.Deadline()
+			return nil
+		}, func(ctx context.Context) error {
+			notified, _ = ctx.Deadline()
 			return nil
 		}, nil)
 		deadline := time.Now().Add(15 * time.Minute)
@@ -132,10 +137,50 @@ func TestRunnerDeadline(t *testing.T) {
 		if _, err := h.Invoke(ctx, []byte(`{"runId":"run_1"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if want := deadline.Add(-2 * time.Second); !got.Equal(want) {
-			t.Errorf("execution deadline %s, want %s", got, want)
+		if want := deadline.Add(-2 * time.Second); !got.Equal(want) || !notified.Equal(want) {
+			t.Errorf("execution deadline %s, notifications deadline %s; want %s for both", got, notified, want)
 		}
 	})
+}
+
+// The runner delivers the notifications an execution wrote before its
+// invocation returns, after a failed execution too; a delivery problem is
+// logged, and fails neither the invocation nor the run.
+func TestRunnerHandlerNotifies(t *testing.T) {
+	t.Parallel()
+	var order []string
+	var execErr, passErr error
+	var logs bytes.Buffer
+	h := awsstack.NewRunnerHandler(func(ctx context.Context, runID string) error {
+		order = append(order, "execute "+runID)
+		return execErr
+	}, func(ctx context.Context) error {
+		order = append(order, "notify")
+		return passErr
+	}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	invoke := func(payload string) error {
+		_, err := lambda.NewHandler(h).Invoke(context.Background(), []byte(payload))
+		return err
+	}
+
+	if err := invoke(`{"runId":"run_1"}`); err != nil {
+		t.Fatal(err)
+	}
+	execErr = errors.New("throttled")
+	if err := invoke(`{"runId":"run_2"}`); err == nil || !strings.Contains(err.Error(), "throttled") {
+		t.Errorf("execute error: %v", err)
+	}
+	execErr, passErr = nil, errors.New("list outbox: throttled")
+	if err := invoke(`{"runId":"run_3"}`); err != nil {
+		t.Errorf("a failed notifications pass failed the invocation: %v", err)
+	}
+	_ = invoke(`{"runID":"run_4"}`) // refused: neither executed nor notified
+	if want := []string{"execute run_1", "notify", "execute run_2", "notify", "execute run_3", "notify"}; !slices.Equal(order, want) {
+		t.Errorf("calls %v, want %v", order, want)
+	}
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"deliver notifications; the sweeper delivers them later","run":"run_3","error":"list outbox: throttled"`) {
+		t.Errorf("the failed pass is not logged: %s", logs.String())
+	}
 }
 
 func TestSweeperHandler(t *testing.T) {
@@ -143,9 +188,16 @@ func TestSweeperHandler(t *testing.T) {
 	var sweeps int
 	var res engine.SweepResult
 	var failWith error
+	var passes int
+	var passErr error
 	h := awsstack.NewSweeperHandler(func(ctx context.Context) (engine.SweepResult, error) {
 		sweeps++
 		return res, failWith
+	}, func(ctx context.Context) error {
+		if passes++; passes != sweeps {
+			t.Errorf("pass %d after sweep %d: want one pass after each sweep", passes, sweeps)
+		}
+		return passErr
 	}, nil)
 	res = engine.SweepResult{Expired: 2, Redispatched: 1}
 	for _, payload := range []string{`{"source":"stead.sweeper"}`, `{}`, ``, `null`,
@@ -175,14 +227,46 @@ func TestSweeperHandler(t *testing.T) {
 			t.Errorf("%q: %v, want an EventError saying %q", payload, err, says)
 		}
 	}
-	if sweeps != before {
-		t.Error("a bad event swept")
+	if sweeps != before || passes != before {
+		t.Errorf("a bad event swept (%d) or notified (%d)", sweeps-before, passes-before)
 	}
+	// A failed pass fails the invocation (the next schedule tries again).
+	passErr = errors.New("list due deliveries: throttled")
+	if _, err := h.Invoke(context.Background(), []byte(`{}`)); err == nil || err.Error() != "deliver notifications: list due deliveries: throttled" {
+		t.Errorf("pass error: %v", err)
+	}
+	// A failed sweep still makes its pass; both errors are the answer.
 	failWith = errors.New("list due approvals: throttled")
 	res = engine.SweepResult{Expired: 1}
-	if _, err := h.Invoke(context.Background(), []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "expired 1, redispatched 0 before the error") {
-		t.Errorf("sweep error: %v", err)
+	before = passes
+	_, err := h.Invoke(context.Background(), []byte(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "expired 1, redispatched 0 before the error") || !strings.Contains(err.Error(), "deliver notifications") || passes != before+1 {
+		t.Errorf("sweep and pass errors: %v (%d passes)", err, passes-before)
 	}
+}
+
+// The sweeper's pass ends a little before Lambda's deadline.
+func TestSweeperDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var swept, notified time.Time
+		h := awsstack.NewSweeperHandler(func(ctx context.Context) (engine.SweepResult, error) {
+			swept, _ = ctx.Deadline()
+			return engine.SweepResult{}, nil
+		}, func(ctx context.Context) error {
+			notified, _ = ctx.Deadline()
+			return nil
+		}, nil)
+		deadline := time.Now().Add(50 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if _, err := h.Invoke(ctx, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if !swept.Equal(deadline) || !notified.Equal(deadline.Add(-2*time.Second)) {
+			t.Errorf("sweep deadline %s, notifications deadline %s; want %s and 2s before", swept, notified, deadline)
+		}
+	})
 }
 
 func TestLogger(t *testing.T) {

@@ -13,6 +13,12 @@
 //	…
 //	lambda.Start(stack.Handler())
 //
+// Each function builds a Notifier over its store (Notifications), whose
+// deliveries pass the owner's egress policy like handlers' fetch. The runner
+// delivers after each execution that wrote a notification, the sweeper on
+// every schedule (retries, leftovers, and decisions that dispatch no run),
+// the API never (no response waits on a receiver): see Notifications.
+//
 // Nothing here reads the environment by itself but the model API keys that
 // deployments name (apiKeyEnv; never a variable Lambda or Stead sets); the
 // AWS SDK reads the region, the credentials and the endpoint overrides
@@ -36,6 +42,7 @@ import (
 
 	"stead/api"
 	"stead/functions/apigw"
+	"stead/notify"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -72,6 +79,9 @@ type Stack struct {
 	Dispatch engine.Dispatcher
 	// API is the HTTP API; nil except in the API function.
 	API *api.Server
+	// Notifications delivers webhook events: the engine flags and kicks,
+	// the handler passes (Notifications says which function does).
+	Notifications *Notifications
 
 	log     *slog.Logger
 	sandbox *sandbox.Pool
@@ -112,8 +122,12 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	if cfg.Function != RunnerFunction {
 		dispatch = NewDispatcher(awslambda.NewFromConfig(awsCfg), cfg.RunnerFunction, log)
 	}
-	// One owner allowlist for both kinds of deployment-chosen destination.
+	// One owner allowlist for every deployment-chosen destination: fetch,
+	// model requests and webhook endpoints.
 	pol := egress.Policy{Allow: cfg.EgressAllow}
+	hooks := pol.Client()
+	hooks.Timeout = notify.Timeout
+	notes := NewNotifications(notify.Config{Store: st, Client: hooks, Now: o.Now, PublicURL: cfg.PublicURL, Log: log})
 	workerMemory, callMemory := sandboxMemory(cfg.MemoryMB)
 	sb, err := sandbox.New(sandbox.Options{
 		Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now,
@@ -132,14 +146,15 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		WorkerID:      cfg.WorkerID,
 		DispatchGrace: cfg.DispatchGrace,
 		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log), Egress: pol},
+		Notifications: notes,
 	})
 	if err != nil {
 		sb.Close()
 		return nil, err
 	}
-	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, log: log, sandbox: sb}
+	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, Notifications: notes, log: log, sandbox: sb}
 	if cfg.Function == APIFunction {
-		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes})
+		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes, Notifications: notes})
 		if err != nil {
 			sb.Close()
 			return nil, err
@@ -167,9 +182,9 @@ func (s *Stack) Handler() lambda.Handler {
 	case APIFunction:
 		return apigw.New(s.API, apigw.Options{Logger: s.log})
 	case RunnerFunction:
-		return NewRunnerHandler(s.Engine.Execute, s.log)
+		return NewRunnerHandler(s.Engine.Execute, s.Notifications.PassIfKicked, s.log)
 	default:
-		return NewSweeperHandler(s.Engine.Sweep, s.log)
+		return NewSweeperHandler(s.Engine.Sweep, s.Notifications.Pass, s.log)
 	}
 }
 

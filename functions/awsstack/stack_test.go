@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +19,11 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"stead/functions/awsstack"
+	"stead/infra/moto"
 	"stead/infra/rie"
+	"stead/notify"
 	"stead/store"
+	"stead/store/dynamostore"
 )
 
 // fakeAWS answers just enough of DynamoDB (GetItem: no item), S3 (no such
@@ -182,5 +187,73 @@ func TestDispatcher(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"dispatch failed; the sweeper will dispatch the run again","run":"run_02"`) {
 		t.Errorf("the refusal is not logged: %s", logs.String())
+	}
+}
+
+// Every function's notifier sends through the owner's egress policy, from
+// the same variable as handlers' fetch: a receiver on loopback is refused
+// until STEAD_EGRESS_ALLOW admits it. The API function's ping shows it.
+func TestNotificationsDialThroughEgressPolicy(t *testing.T) {
+	t.Parallel()
+	srv := moto.Start(t)
+	ctx := t.Context()
+	db, err := dynamostore.New(srv.DynamoDB(), dynamostore.Options{Table: "stead-egress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var received []string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Header.Get("webhook-id"))
+		mu.Unlock()
+	}))
+	t.Cleanup(receiver.Close)
+	secret, err := notify.NewSecret(strings.NewReader(strings.Repeat("k", 24)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := store.Endpoint{ID: "whe_1", ProjectID: "prj_1", URL: receiver.URL, Secrets: []store.EndpointSecret{{Secret: secret}}, Version: 1}
+	if err := db.CreateEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	awsCfg := srv.Config()
+	awsCfg.BaseEndpoint = aws.String(srv.URL)
+	for i, allow := range []string{"", "127.0.0.0/8"} {
+		cfg, err := awsstack.FromEnv(awsstack.APIFunction, env(map[string]string{
+			"AWS_REGION": moto.Region, awsstack.EnvTable: "stead-egress", awsstack.EnvBucket: "b",
+			awsstack.EnvRunnerFunction: "stead-runner", awsstack.EnvEgressAllow: allow,
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := awsstack.Open(ctx, cfg, awsstack.Options{AWS: &awsCfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		d, err := st.Notifications.Ping(ctx, ep, fmt.Sprintf("msg_%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := d.Attempts[len(d.Attempts)-1]
+		switch allow {
+		case "":
+			if d.Status != store.DeliveryFailed || !strings.Contains(a.Error, "is refused: it is a loopback address") {
+				t.Errorf("ping to loopback without %s: %s %+v, want failed, refused by the egress policy", awsstack.EnvEgressAllow, d.Status, a)
+			}
+		default:
+			if d.Status != store.DeliveryDelivered || a.Status != http.StatusOK {
+				t.Errorf("ping to loopback with %s=%s: %s %+v, want delivered", awsstack.EnvEgressAllow, allow, d.Status, a)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(received, []string{"msg_1"}) {
+		t.Errorf("the receiver saw %q, want only the allowed ping msg_1", received)
 	}
 }

@@ -306,7 +306,7 @@ func TestTemplatePolicies(t *testing.T) {
 		{"ApiFunction", "s3:PutObject", awsstack.DefaultBundlePrefix, true},
 		{"RunnerFunction", "s3:PutObject", awsstack.DefaultBundlePrefix, false},
 		{"SweeperFunction", "s3:PutObject", awsstack.DefaultBundlePrefix, false},
-		{"SweeperFunction", "s3:PutObject", awsstack.DefaultSpillPrefix, false},
+		{"SweeperFunction", "s3:PutObject", awsstack.DefaultSpillPrefix, true}, // deliveries it fans out may spill
 		{"RunnerFunction", "s3:GetObject", awsstack.DefaultBundlePrefix, true},
 		{"ApiFunction", "lambda:InvokeFunction", "*", true},
 		{"SweeperFunction", "lambda:InvokeFunction", "*", true},
@@ -317,6 +317,91 @@ func TestTemplatePolicies(t *testing.T) {
 			t.Errorf("%s may %s on %s: %v, want %v", c.fn, c.action, c.target, got, c.want)
 		}
 	}
+}
+
+// TestTemplateNotifications: the functions that deliver notifications (the
+// runner and the sweeper; see awsstack.Notifications) have the public URL
+// for their links, from the API's URL unless the PublicUrl parameter names
+// a custom domain; every function sends through the owner's egress
+// allowlist (the API its pings); and the API names the runner by hand, so
+// that the runner may refer to the API without a dependency cycle.
+func TestTemplateNotifications(t *testing.T) {
+	tpl := loadTemplate(t)
+	resources := at(t, tpl, "Resources").(map[string]any)
+	globalEnv := at(t, tpl, "Globals", "Function", "Environment", "Variables").(map[string]any)
+	if got := fmt.Sprint(globalEnv[awsstack.EnvEgressAllow]); got != "map[Ref:EgressAllow]" {
+		t.Errorf("Globals set %s to %s, want !Ref EgressAllow for every function", awsstack.EnvEgressAllow, got)
+	}
+	apiURL := str(t, tpl, "Outputs", "ApiUrl", "Value", "Fn::Sub")
+	for _, name := range []string{"RunnerFunction", "SweeperFunction"} {
+		v := at(t, resources, name, "Properties", "Environment", "Variables", awsstack.EnvPublicURL)
+		cond := at(t, v, "Fn::If").([]any)
+		if len(cond) != 3 || cond[0] != "HasPublicUrl" || fmt.Sprint(cond[1]) != "map[Ref:PublicUrl]" {
+			t.Errorf("%s %s = %v, want !If [HasPublicUrl, !Ref PublicUrl, the API's URL]", name, awsstack.EnvPublicURL, v)
+			continue
+		}
+		if got := str(t, cond[2], "Fn::Sub"); got+"/" != apiURL {
+			t.Errorf("%s %s defaults to %q, want the ApiUrl output without its slash (%q)", name, awsstack.EnvPublicURL, got, apiURL)
+		}
+	}
+	if got := str(t, tpl, "Conditions", "HasPublicUrl", "Fn::Not", 0, "Fn::Equals", 1); got != "" {
+		t.Errorf("HasPublicUrl compares PublicUrl with %q, want ''", got)
+	}
+
+	runnerName := str(t, resources, "RunnerFunction", "Properties", "FunctionName", "Fn::Sub")
+	api := at(t, resources, "ApiFunction", "Properties")
+	if got := str(t, api, "Environment", "Variables", awsstack.EnvRunnerFunction, "Fn::Sub"); got != runnerName {
+		t.Errorf("the API's %s is %q, want the runner's FunctionName %q", awsstack.EnvRunnerFunction, got, runnerName)
+	}
+	var dispatch string
+	for _, st := range at(t, api, "Policies", 0, "Statement").([]any) {
+		if at(t, st, "Sid") == "DispatchRuns" {
+			dispatch = str(t, st, "Resource", "Fn::Sub")
+		}
+	}
+	if !strings.HasSuffix(dispatch, ":function:"+runnerName) {
+		t.Errorf("the API may invoke %q, want the function named %q", dispatch, runnerName)
+	}
+	if got := refsTo(api); slices.Contains(got, "RunnerFunction") {
+		t.Errorf("ApiFunction refers to RunnerFunction (%v): with the runner's reference to HttpApi that is a dependency cycle", got)
+	}
+	if got := refsTo(at(t, resources, "RunnerFunction", "Properties")); !slices.Contains(got, "HttpApi") {
+		t.Errorf("RunnerFunction refers to %v; its public URL should come from HttpApi", got)
+	}
+}
+
+// subRef is a ${Name} or ${Name.Attr} in a !Sub string.
+var subRef = regexp.MustCompile(`\$\{([A-Za-z0-9]+)[.}]`)
+
+// refsTo lists the resources and parameters v refers to (Ref, GetAtt,
+// Sub), the pseudo parameters (AWS::…) left out.
+func refsTo(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				switch s, _ := c.(string); k {
+				case "Ref":
+					out = append(out, s)
+				case "Fn::GetAtt":
+					out = append(out, strings.SplitN(s, ".", 2)[0])
+				case "Fn::Sub":
+					for _, m := range subRef.FindAllStringSubmatch(s, -1) {
+						out = append(out, m[1])
+					}
+				}
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(v)
+	return out
 }
 
 // TestTemplateTable checks the table against dynamostore's own definition.

@@ -10,4 +10,10 @@
 // keeps each event. The test then replays the queued events into the
 // runner's emulator one at a time — the emulator cannot take concurrent
 // invocations, and moto's own Lambda would need Docker to run a function.
+//
+// Webhooks: the receiver is an HTTP server on loopback, which the
+// functions' egress policy admits because the test sets STEAD_EGRESS_ALLOW
+// to 127.0.0.1/32, as an owner would for a receiver in the VPC. It answers
+// 500 to the first request; the retry is due 5 s later on the functions'
+// own clocks, so the test waits for it before it invokes the sweeper.
 package e2e
