@@ -70,13 +70,27 @@ type pcall struct {
 	inv       *jsvm.Invocation
 	ctx       context.Context // host work; cancelled when the call ends
 	seq       uint64          // the call's number on its worker, in every frame of it
-	writeBy   time.Time       // writes to the worker for this call end by then
+	writeCap  time.Time       // no write to the worker for this call after it (the deadline and grace; zero: none)
 	untrusted []string
 	hostCalls int
 	inFlight  int
 	fetches   int
 	ended     bool
 	host      sync.WaitGroup
+}
+
+// writeBy is when a write to the worker for c that starts now must end:
+// writeTimeout from now — a frame fits the socket buffer at once unless
+// the worker stopped reading — and never past the call's deadline and
+// grace. Per write, not per call: a call that makes thousands of host
+// requests on a busy machine outlasts one writeTimeout without its worker
+// having stopped reading.
+func (c *pcall) writeBy() time.Time {
+	w := time.Now().Add(writeTimeout)
+	if !c.writeCap.IsZero() {
+		w = minTime(w, c.writeCap)
+	}
+	return w
 }
 
 // send writes one frame, within writeTimeout: a worker that stops reading
@@ -317,12 +331,11 @@ func (pr *proc) call(ctx context.Context, p *Pool, inv *jsvm.Invocation, start t
 	if len(inv.Input) > 0 {
 		cm.Input = jsontext.Value(inv.Input)
 	}
-	c.writeBy = time.Now().Add(writeTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		cm.Deadline = d.UnixMilli()
-		c.writeBy = minTime(c.writeBy, d.Add(p.opts.Grace))
+		c.writeCap = d.Add(p.opts.Grace)
 	}
-	if err := pr.sendBy(&message{T: msgCall, Seq: c.seq, Call: cm}, c.writeBy); err != nil {
+	if err := pr.sendBy(&message{T: msgCall, Seq: c.seq, Call: cm}, c.writeBy()); err != nil {
 		pr.kill(killProtocol)
 		return pr.died(ctx, c, red, start)
 	}
@@ -552,7 +565,7 @@ func (pr *proc) startHost(c *pcall, id uint64, h *hostMsg) bool {
 		current := pr.cur == c && !c.ended
 		pr.mu.Unlock()
 		if current && c.ctx.Err() == nil {
-			if pr.sendBy(&message{T: msgReply, Seq: c.seq, ID: id, Reply: r}, c.writeBy) != nil {
+			if pr.sendBy(&message{T: msgReply, Seq: c.seq, ID: id, Reply: r}, c.writeBy()) != nil {
 				pr.violate("it stopped reading replies")
 			}
 		}
