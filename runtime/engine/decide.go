@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,42 +57,52 @@ func (e *EditError) Unwrap() error { return e.Err }
 // ErrAlreadyVoted, ErrChanged (with the approval), *EditError.
 func (e *Engine) Decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, error) {
 	for try := 0; ; try++ {
-		a, err := e.decide(ctx, actor, p)
-		if !errors.Is(err, approvals.ErrChanged) || try == maxVoteRetries || (p.Seen != "" && p.Seen != a.InputDigest) {
+		a, seen, err := e.decide(ctx, actor, p)
+		if !errors.Is(err, approvals.ErrChanged) || seen != a.InputDigest {
+			// Decided, refused for another reason, or refused because the
+			// input is no longer the one the decider saw — or, without
+			// Seen, the one this decision first read: a vote is never
+			// cast again on an input its voter did not see.
 			return a, err
 		}
-		// Another vote came first; the input is still the one this voter
-		// saw (pinned now, in case an edit comes next).
-		p.Seen = a.InputDigest
+		if try == maxVoteRetries {
+			return a, fmt.Errorf("approval %s: %d other votes came first each time; try again: %w", a.ID, try+1, store.ErrConflict)
+		}
+		// Another vote on the same input came first: vote again on the
+		// approval as it is now, still on that input.
+		p.Seen = seen
 	}
 }
 
-func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, error) {
+// decide makes one attempt at a decision, on the input the decider saw
+// (p.Seen) or else on the input it reads; it returns that input's digest.
+func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecideParams) (approvals.Approval, string, error) {
 	a, err := e.store.GetApproval(ctx, p.ApprovalID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.ProjectID != actor.ProjectID) {
-		return approvals.Approval{}, fmt.Errorf("approval %s: %w", p.ApprovalID, store.ErrNotFound)
+		return approvals.Approval{}, "", fmt.Errorf("approval %s: %w", p.ApprovalID, store.ErrNotFound)
 	}
 	if err != nil {
-		return approvals.Approval{}, fmt.Errorf("get approval %s: %w", p.ApprovalID, err)
+		return approvals.Approval{}, "", fmt.Errorf("get approval %s: %w", p.ApprovalID, err)
 	}
+	seen := cmp.Or(p.Seen, a.InputDigest)
 	if !actor.May(approvals.Decide, a.ProjectID) {
-		return a, ErrForbidden
+		return a, seen, ErrForbidden
 	}
 	now := e.now()
 	dec := approvals.Decision{
 		ProjectID: actor.ProjectID, ApprovalID: a.ID, Status: approvals.Denied, By: actor.ID, ByName: actor.Name, ByMember: actor.MemberID, Note: p.Note,
-		Seen: p.Seen, VoteVersion: a.VoteVersion, At: now,
+		Seen: seen, VoteVersion: a.VoteVersion, At: now,
 	}
 	if p.Approve {
 		dec.Status = approvals.Approved
 	}
 	if p.Approve && len(p.Input) > 0 {
 		if err := e.validateEdit(ctx, a, p.Input); err != nil {
-			return a, err
+			return a, seen, err
 		}
 		dec.Input = compactJSON(p.Input)
 		if dec.InputDigest, err = approvals.Digest(dec.Input); err != nil {
-			return a, &EditError{err}
+			return a, seen, &EditError{err}
 		}
 	}
 	params := store.DecideParams{Decision: dec, Read: &a}
@@ -119,7 +130,7 @@ func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		}
 		params.Events = []store.Event{event(typ, now, a.StepID, data)}
 	} else if tell, err := e.tellsModel(ctx, a); err != nil {
-		return a, err
+		return a, seen, err
 	} else if tell {
 		data["onDecline"] = string(agent.DeclineTellModel)
 		params.RunStatus = store.RunQueued
@@ -142,15 +153,15 @@ func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecidePara
 		// Past its deadline: settle it as expired now rather than at the next
 		// sweep, and refuse the decision.
 		if _, xerr := e.expire(ctx, a); xerr != nil && !errors.Is(xerr, approvals.ErrNotPending) {
-			return a, errors.Join(err, xerr)
+			return a, seen, errors.Join(err, xerr)
 		}
-		return a, err
+		return a, seen, err
 	}
 	if err != nil {
-		return decided, err
+		return decided, seen, err
 	}
 	e.decided(ctx, run)
-	return decided, nil
+	return decided, seen, nil
 }
 
 // decided tells the run's watchers that a decision moved it, and

@@ -173,7 +173,9 @@ func TestQuorumEditResetsVotes(t *testing.T) {
 // reaches the store, as a voter a moment faster would.
 type cutIn struct {
 	store.Store
-	by   approvals.Actor
+	by approvals.Actor
+	// edit, when set, is the input the faster voter approves instead.
+	edit json.RawMessage
 	done bool
 }
 
@@ -187,6 +189,12 @@ func (c *cutIn) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 		other := store.DecideParams{Decision: approvals.Decision{ProjectID: d.ProjectID, ApprovalID: a.ID, Status: approvals.Approved,
 			By: c.by.ID, ByName: c.by.Name, ByMember: c.by.MemberID, VoteVersion: a.VoteVersion, At: d.At},
 			RunStatus: store.RunQueued, Events: []store.Event{{Type: "approval.vote", At: d.At}}}
+		if c.edit != nil {
+			other.Decision.Input = c.edit
+			if other.Decision.InputDigest, err = approvals.Digest(c.edit); err != nil {
+				return a, store.Run{}, err
+			}
+		}
 		if _, _, err := c.Store.DecideApproval(ctx, other); err != nil { // the store's, not this one
 			return a, store.Run{}, err
 		}
@@ -216,4 +224,26 @@ func TestVoteRetriedAfterARace(t *testing.T) {
 		t.Fatalf("after the race: %s, votes %+v, decided by %s", got.Status, got.Votes, got.DecidedByName)
 	}
 	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+}
+
+// A vote that loses its race to an edit is not cast again on the edited
+// input: its voter never saw it (and the decider gave no inputDigest, as
+// the CLI's stead approve does not).
+func TestVoteNeverRecastOnAnEdit(t *testing.T) {
+	cut := &cutIn{edit: json.RawMessage(`{"amount":9000}`)}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cut.Store = s; return cut } })
+	ana := h.member("mem_ana", "Ana Diaz", approvals.RoleApprover)
+	cut.by = h.member("mem_bo", "Bo Li", approvals.RoleApprover)
+	now := h.clock.Now()
+	if err := h.store.CreateGroup(h.ctx, store.Group{ProjectID: h.project, Name: "finance", Members: []string{"mem_ana", "mem_bo"}, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	h.deploy(h.owner, handlers, quorumConfig)
+	r := h.start("refunds", `{"amount": 900}`)
+	_, err := h.decide(ana, h.pending(r.ID).ID, true, "", "")
+	wantErr(t, err, approvals.ErrChanged)
+	a := h.pending(r.ID)
+	if a.Status != approvals.Pending || len(a.Votes) != 1 || a.Votes[0].Member != "mem_bo" {
+		t.Fatalf("after Bo's edit and Ana's refused vote: %s, votes %+v", a.Status, a.Votes)
+	}
 }
