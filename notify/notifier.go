@@ -148,6 +148,13 @@ func New(cfg Config) *Notifier {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
+	// A delivery follows no redirect: Go would turn the POST into a GET
+	// without the body (a 301 would read as delivered) or carry the signed
+	// body elsewhere (a 307). A 3xx is a failed attempt naming where it
+	// pointed; register that URL instead.
+	c := *cfg.Client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.Client = &c
 	return &Notifier{cfg: cfg, kick: make(chan struct{}, 1), projects: map[string]projectState{}}
 }
 
@@ -617,6 +624,9 @@ func (n *Notifier) send(ctx context.Context, ep store.Endpoint, d store.Delivery
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	a.Status = resp.StatusCode
 	a.Response = strings.ToValidUTF8(string(head), "\uFFFD")
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		a.Error = fmt.Sprintf("the endpoint redirected to %q; webhooks follow no redirect: register the URL it points to", resp.Header.Get("Location"))
+	}
 	return a, retryAfter(resp.Header.Get("Retry-After"), start)
 }
 

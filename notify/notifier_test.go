@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -520,4 +521,32 @@ func (c *clock) Set(t time.Time) {
 	c.mu.Lock()
 	c.t = t
 	c.mu.Unlock()
+}
+
+// A redirect is a failed attempt, not a delivery: the POST is not turned
+// into a GET, nor its signed body sent where the receiver points.
+func TestRedirectIsNoDelivery(t *testing.T) {
+	var elsewhere atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(target.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect} {
+		srv := httptest.NewServer(http.RedirectHandler(target.URL, code))
+		t.Cleanup(srv.Close)
+		w := setup(t)
+		w.endpoint("whe_a", srv.URL)
+		w.run("run_1")
+		w.pass()
+		page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+		if err != nil || len(page.Items) != 3 {
+			t.Fatalf("deliveries: %+v, %v", page.Items, err)
+		}
+		for _, d := range page.Items {
+			if d.Status != store.DeliveryPending || d.Attempts[0].Status != code || !strings.Contains(d.Attempts[0].Error, "redirected to") {
+				t.Errorf("%d: delivery %s is %s after %+v", code, d.ID, d.Status, d.Attempts)
+			}
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect target got %d requests", n)
+	}
 }
