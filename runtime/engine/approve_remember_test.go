@@ -41,3 +41,32 @@ func TestApproveAndRememberRefusedDecidesNothing(t *testing.T) {
 		t.Errorf("rules after refusals: %+v, %v", rules.Items, err)
 	}
 }
+
+// A remembered decision ends with its maker's authority: once Ana may no
+// longer decide (demoted to viewer) or is no member (removed), her rule
+// lets nothing through.
+func TestRememberedDecisionEndsWithItsMaker(t *testing.T) {
+	for _, change := range []string{"demoted", "removed"} {
+		t.Run(change, func(t *testing.T) {
+			h := setupRemember(t)
+			_, rule := h.approveAndRemember("refunds", "alice", `{"orderId":"o-1","amount":12,"untrusted":false}`, engine.RememberParams{For: 24 * time.Hour})
+			next := h.startAs(bo, "refunds", "alice", `{"orderId":"o-2","amount":30,"untrusted":false}`)
+			wantRemembered(t, h, next, rule)
+			m, err := h.store.GetMember(h.ctx, h.project, ana.MemberID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if change == "demoted" {
+				m.Role = approvals.RoleViewer
+				_, err = h.store.UpdateMember(h.ctx, m)
+			} else {
+				_, err = h.store.RemoveMember(h.ctx, h.project, m.ID, h.clock.Now())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := h.startAs(bo, "refunds", "alice", `{"orderId":"o-3","amount":30,"untrusted":false}`)
+			wantStatus(t, after, store.RunAwaitingApproval, "")
+		})
+	}
+}

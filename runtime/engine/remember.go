@@ -266,6 +266,11 @@ func (x *execution) remembered(ctx context.Context, tool *agent.Tool, input any,
 			// remembered decision may not either.
 		case r.When != nil && !whenAllows(r.When, input):
 		default:
+			if ok, err := x.makerStillDecides(ctx, r); err != nil {
+				return v, err
+			} else if !ok {
+				continue
+			}
 			who := r.CreatedByName
 			if who == "" {
 				who = r.CreatedBy
@@ -278,6 +283,25 @@ func (x *execution) remembered(ctx context.Context, tool *agent.Tool, input any,
 		}
 	}
 	return v, nil
+}
+
+// makerStillDecides reports whether the member who made r may still
+// decide: a remembered decision stands for its maker's approval, so it
+// ends with their authority — removed from the project, or a role that
+// may no longer decide. (One read, only when a rule would apply.) A rule
+// with no maker member (an older key's) stands on its key alone.
+func (x *execution) makerStillDecides(ctx context.Context, r approvals.Rule) (bool, error) {
+	if r.CreatedByMember == "" {
+		return true, nil
+	}
+	m, err := x.e.store.GetMember(ctx, r.ProjectID, r.CreatedByMember)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("remembered decision %s: get member %s: %w", r.ID, r.CreatedByMember, err)
+	}
+	return !m.Removed() && m.Role.May(approvals.Decide), nil
 }
 
 // whens caches compiled When schemas by their text: compiling one costs

@@ -88,6 +88,8 @@ var (
 func setupRemember(t *testing.T) *harness {
 	t.Helper()
 	h := setup(t)
+	h.member(ana.MemberID, ana.Name, ana.Role)
+	h.member(bo.MemberID, bo.Name, bo.Role)
 	h.deploy(h.owner, rememberHandlers, rememberVariant("", "", "", ""))
 	return h
 }
