@@ -573,15 +573,20 @@ func (s *Server) retryWebhook(w http.ResponseWriter, r *http.Request, c *caller)
 		}
 		ds = []store.Delivery{d}
 	}
+	retried := 0
 	for _, d := range ds {
+		if window && notify.InFlight(d, now) {
+			continue // being sent right now; a range retries the rest
+		}
 		if err := s.retryDelivery(r.Context(), d, now); err != nil {
 			return err
 		}
+		retried++
 	}
-	if len(ds) > 0 && s.cfg.Notifications != nil {
+	if retried > 0 && s.cfg.Notifications != nil {
 		s.cfg.Notifications.Kick()
 	}
-	writeJSON(w, http.StatusOK, WebhookRetry{Retried: len(ds)})
+	writeJSON(w, http.StatusOK, WebhookRetry{Retried: retried})
 	return nil
 }
 
@@ -617,6 +622,11 @@ func (s *Server) deliveriesBetween(ctx context.Context, c *caller, id string, si
 // wrote meanwhile.
 func (s *Server) retryDelivery(ctx context.Context, d store.Delivery, now time.Time) error {
 	for range 5 {
+		if notify.InFlight(d, now) {
+			// Being sent right now: a second send beside it would race
+			// its result. It is tried again anyway if that send fails.
+			return conflict("delivery %s is being tried right now; see its result in a moment (stead webhooks deliveries)", d.ID)
+		}
 		d.Status, d.NextAt, d.UpdatedAt = store.DeliveryPending, now, now
 		_, err := s.store.UpdateDelivery(ctx, d)
 		if !errors.Is(err, store.ErrConflict) {

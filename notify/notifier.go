@@ -191,6 +191,12 @@ const batch = 100
 // notifier tries it again.
 const lease = Timeout + 15*time.Second
 
+// InFlight reports whether a notifier has taken d and may be sending it
+// now (until its lease runs out): a retry must not send it beside that.
+func InFlight(d store.Delivery, now time.Time) bool {
+	return d.Status == store.DeliveryPending && d.NextAt.After(now) && d.NextAt.Sub(d.UpdatedAt) == lease
+}
+
 // Pass fans out what is in the outbox and makes the tries that are due.
 func (n *Notifier) Pass(ctx context.Context) error {
 	n.busy.Lock()

@@ -550,3 +550,17 @@ func TestRedirectIsNoDelivery(t *testing.T) {
 		t.Errorf("the redirect target got %d requests", n)
 	}
 }
+
+// InFlight holds while a notifier has a delivery taken, and not for one
+// scheduled for later or settled.
+func TestInFlight(t *testing.T) {
+	now := time.Now()
+	taken := store.Delivery{Status: store.DeliveryPending, UpdatedAt: now, NextAt: now.Add(notify.Timeout + 15*time.Second)}
+	later := store.Delivery{Status: store.DeliveryPending, UpdatedAt: now, NextAt: now.Add(5 * time.Minute)}
+	done := taken
+	done.Status = store.DeliveryDelivered
+	if !notify.InFlight(taken, now.Add(time.Second)) || notify.InFlight(taken, now.Add(time.Minute)) ||
+		notify.InFlight(later, now) || notify.InFlight(done, now) {
+		t.Error("InFlight")
+	}
+}
