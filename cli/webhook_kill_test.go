@@ -17,11 +17,14 @@ import (
 // TestWebhookSurvivesKill: `stead dev` is killed with SIGKILL after a
 // decision and started again on the same data; the decision's
 // approval.approved reaches the receiver all the same, with a valid
-// signature. Two moments: right after the decision's response (the outbox
-// is written with the decision, so whatever was not fanned out yet is
-// after the restart), and while the delivery is in flight (the receiver
-// holds the first try: the delivery was taken, and is tried again once
-// its lease runs out).
+// signature. Two moments: right after the decision's response — which
+// often comes after the delivery already (it takes some 7 ms); that the
+// outbox is written in the decision's own write, so that nothing can come
+// between, is pinned by the store conformance tests (Webhook/OutboxDecide,
+// Webhook/OutboxLostWrite) — and, the case this test makes sure of, while
+// the delivery is in flight: the receiver holds the first try, the
+// process dies with the delivery taken, and after the restart it is tried
+// again once its lease runs out.
 func TestWebhookSurvivesKill(t *testing.T) {
 	t.Parallel()
 	e, tmp := newE2E(t)

@@ -594,15 +594,19 @@ func (s *Store) DecideApproval(ctx context.Context, p store.DecideParams) (appro
 			s.outboxClauses(e, a.RunID, p.Events)
 			e.SetExpr(fmt.Sprintf("%s = %s + %s", e.n(aLastSeq), e.n(aLastSeq), e.v(avN(int64(n)))))
 		}
-		if vote {
+		if vote || (a.HasQuorum() && d.Seen != "") {
 			// Check's VoteVersion: the vote counts on the votes it was
 			// judged on. (Eligibility and a second vote were judged on a
-			// by Check; this clause makes that judgement still hold.)
+			// by Check; this clause makes that judgement still hold.) A
+			// deny with Seen is held to it too: an edit moves the
+			// version, and the input is then not the one the decider saw.
 			if a.VoteVersion == 0 {
 				e.Cond("attribute_not_exists(" + e.n(aSlotVoteVersion) + ")")
 			} else {
 				e.Cond(e.n(aSlotVoteVersion) + " = " + e.v(avN(a.VoteVersion)))
 			}
+		}
+		if vote {
 			e.Set(aSlotVotes, avB(votes))
 			e.Set(aSlotVoteVersion, avN(na.VoteVersion))
 		}
@@ -687,6 +691,12 @@ func (s *Store) decisionJudge(ctx context.Context, d approvals.Decision, a *appr
 		if err := d.Check(cur); err != nil {
 			*a = cur
 			return err
+		}
+		if cur.VoteVersion != a.VoteVersion {
+			// A vote came between (an edit would have failed Check above):
+			// judged again on the approval as it is now, it may well pass.
+			*a = cur
+			return approvals.ErrChanged
 		}
 		if store.RunStatus(getS(old, aStatus)) != store.RunAwaitingApproval || getS(old, aRunApproval) != a.ID {
 			return store.ErrConflict

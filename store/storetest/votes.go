@@ -23,6 +23,7 @@ var voteTests = []test{
 	{"Vote/Twice", testVoteTwice},
 	{"Vote/Ineligible", testVoteIneligible},
 	{"Vote/Deny", testVoteDeny},
+	{"Vote/DenyAfterEdit", testVoteDenyAfterEdit},
 	{"Vote/EachCountsOnce", testVoteEachCountsOnce},
 }
 
@@ -349,4 +350,30 @@ func testVoteEachCountsOnce(t *testing.T, s store.Store) {
 	eq(t, got.Status, approvals.Approved, "each requirement has its own vote")
 	ts := got.Progress()
 	eq(t, ts[0].Counted[0].Member+","+ts[1].Counted[0].Member, "fin,both", "who counts where")
+}
+
+// testVoteDenyAfterEdit: a deny made on the input before an edit (Seen) is
+// refused and changes nothing; made on the edited input, it denies.
+func testVoteDenyAfterEdit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, a := quorumRun(t, s, "r1", "apr1", approvals.Requirement{Group: "finance", Min: 2, Eligible: voters("m1", "m2", "m3")})
+	edit := vote(a, "m2", at(time.Minute))
+	edit.Decision.Input = json.RawMessage(`{"orderId":"o-1","amount":20}`)
+	var err error
+	edit.Decision.InputDigest, err = approvals.Digest(edit.Decision.Input)
+	noErr(t, err, "digest")
+	edit.Events = []store.Event{event("approval.vote")}
+	edited, _, err := s.DecideApproval(ctx, edit)
+	noErr(t, err, "m2 approves with an edit")
+	before := snap(t, s, r)
+	deny := decide("p1", "apr1", approvals.Denied, at(2*time.Minute))
+	deny.Decision.ByMember, deny.Decision.Seen = "m1", a.InputDigest
+	deny.Read = &a // what m1 read, before the edit
+	_, _, err = s.DecideApproval(ctx, deny)
+	wantErr(t, err, approvals.ErrChanged, "a deny on the input before the edit")
+	same(t, snap(t, s, r), before, "state after the refused deny")
+	deny.Decision.Seen, deny.Read = edited.InputDigest, &edited
+	got, _, err := s.DecideApproval(ctx, deny)
+	noErr(t, err, "a deny on the edited input")
+	eq(t, got.Status, approvals.Denied, "approval")
 }
