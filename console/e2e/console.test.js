@@ -15,6 +15,7 @@ import {
   deployWithTimeout, deployRefunds, deployRefundsAgent, addMember, asKey, serveStatic, WAIT,
 } from "./harness.js";
 import { mailpitMissing, startMailpit } from "./mailpit.js";
+import { startReceiver, signedBy, oracle } from "./receiver.js";
 
 const missing = chromiumMissing();
 if (missing) console.log(`# skipping the browser tests: ${missing}`);
@@ -840,4 +841,243 @@ test("email: the review link in the received mail opens a page that shows the ca
   await page.getByText(/was already approved by Ana Diaz/).waitFor();
   assert.equal(await page.getByRole("button", { name: "Approve", exact: true }).count(), 0);
   await screenshot(page, "email-03-refused");
+});
+
+test("webhooks: the owner adds an endpoint (its secret shown once and copied), a ping's 500 is shown and retried from the log, a gated run's approval.requested arrives signed with that secret, a range is retried, a disabled endpoint is enabled, the secret rotated and the endpoint deleted; a developer has no Webhooks entry", { ...opts, timeout: 180_000 }, async (t) => {
+  const stead = await startStead(t);
+  const rx = await startReceiver(t); // 500 to its first request, 200 after
+  const verify = oracle();
+  if (!verify) t.diagnostic("notify/oracle is not installed (make webhook-oracle): signatures are checked with node's crypto only");
+  const page = await openPage(t, browser);
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: stead.url });
+  await signIn(page, stead);
+  await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  await page.getByRole("heading", { name: "Webhooks", level: 1 }).waitFor();
+  await page.getByText("No endpoints yet.").waitFor();
+  const form = page.locator("form", { has: page.getByRole("heading", { name: "Add an endpoint" }) });
+
+  // The event types offered are the API's, in its order.
+  const unknown = await asKey(stead, stead.key, "POST", "/v1/webhooks", { url: rx.url, events: ["no.such-type"] });
+  assert.equal(unknown.status, 400);
+  const apiTypes = unknown.doc.error.details.fields[0].message.match(/the types are (.*)$/)[1].split(", ");
+  await form.getByLabel("approval.requested", { exact: true }).waitFor();
+  assert.deepEqual(await form.locator("#webhook-events input[type=checkbox]").evaluateAll((bs) => bs.map((b) => b.value)), apiTypes);
+
+  // A URL the API refuses: its words next to the URL, nothing added.
+  await form.getByLabel("URL", { exact: true }).fill("ftp://127.0.0.1/hooks");
+  await form.getByRole("button", { name: "Add endpoint" }).click();
+  await form.locator('[data-field="url"] .field__error').getByText(/^must be an absolute http or https URL such as https:\/\/hooks\.example\.com\/stead \(got "ftp:\/\/127\.0\.0\.1\/hooks"\)$/).waitFor();
+  assert.equal(await form.getByLabel("URL", { exact: true }).getAttribute("aria-invalid"), "true");
+  assert.equal((await stead.api("GET", "/v1/webhooks")).webhooks.length, 0);
+  await screenshot(page, "webhooks-01-url-error");
+
+  // Add it: two event types, one agent, with inputs.
+  await form.getByLabel("URL", { exact: true }).fill(rx.url);
+  await form.getByLabel("approval.requested", { exact: true }).check();
+  await form.getByLabel("approval.approved", { exact: true }).check();
+  await form.getByLabel("refunds", { exact: true }).check();
+  await form.getByLabel("Include the tool's input in approval events").check();
+  await form.getByRole("button", { name: "Add endpoint" }).click();
+  await form.getByText(/^Added whe_\w+\. Copy its secret below now, then ping it\.$/).waitFor();
+  const card = page.locator("article.webhook").first();
+  const id = await card.getAttribute("data-webhook-id");
+  assert.match(id, /^whe_/);
+  assert.equal(await form.locator('[data-field="url"] .field__error').isVisible(), false);
+  const secretField = card.getByLabel(`Signing secret of ${id} — shown this once`);
+  const secret = await secretField.inputValue();
+  assert.match(secret, /^whsec_[A-Za-z0-9+/=]+$/);
+  await card.locator(".secret-once").getByText("it is not shown again").waitFor();
+  await card.getByRole("button", { name: "Copy" }).click();
+  await card.getByText("Copied.").waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
+  assert.equal(await card.getAttribute("data-state"), "enabled");
+  assert.deepEqual(await card.locator('[data-fact="Events"] dd .tag').allTextContents(), ["approval.requested", "approval.approved"]);
+  assert.equal(await card.locator('[data-fact="Agents"] dd').textContent(), "refunds");
+  assert.equal(await card.locator('[data-fact="Tool input"] dd').textContent(), "included in approval events");
+  await screenshot(page, "webhooks-02-added");
+  const stored = await stead.api("GET", `/v1/webhooks/${id}`);
+  assert.deepEqual([stored.url, stored.events, stored.agents, stored.includeInput], [rx.url, ["approval.requested", "approval.approved"], ["refunds"], true]);
+
+  // Ping: the receiver fails its first request, and the card says so.
+  await card.getByRole("button", { name: `Ping ${rx.url}` }).click();
+  const pinged = card.locator(".webhook__ping");
+  await pinged.getByText(/^Ping failed: 500 Internal Server Error in \d+ ms/).waitFor();
+  await pinged.getByText("receiver not ready yet (it fails its first request)").waitFor();
+  assert.equal(rx.received.length, 1);
+  const ping = rx.received[0];
+  assert.equal(ping.payload.type, "webhook.ping");
+  assert.equal(ping.status, 500);
+  assert.match(ping.id, /^msg_/);
+  assert.ok(signedBy(ping, secret).ok, "the ping is not signed with the secret shown: " + ping.signature);
+  if (verify) assert.equal(verify(ping, secret).type, "webhook.ping");
+  await screenshot(page, "webhooks-03-ping-failed");
+
+  // The secret was shown once: after a reload it is nowhere on the page.
+  await page.reload();
+  await page.locator(`article.webhook[data-webhook-id="${id}"]`).waitFor();
+  assert.equal(await page.locator(".secret-once").count(), 0);
+  assert.ok(!(await page.content()).includes(secret.slice(6)), "the secret is on the page after a reload");
+
+  // The delivery log: the failed ping, with its attempt; retried, it is
+  // delivered under the same webhook-id.
+  await page.getByRole("link", { name: `Delivery log of ${rx.url}` }).click();
+  await page.getByRole("heading", { name: `Webhook ${id}`, level: 1 }).waitFor();
+  const pingItem = page.locator(`li.delivery[data-delivery-id="${ping.id}"]`);
+  await pingItem.locator('[data-status="failed"]').first().waitFor();
+  assert.equal(await pingItem.getAttribute("data-status"), "failed");
+  await pingItem.getByText("webhook.ping", { exact: true }).waitFor();
+  await pingItem.getByText("1 try", { exact: true }).waitFor();
+  await pingItem.locator(".attempt").getByText(/^500 Internal Server Error in \d+ ms$/).waitFor();
+  await pingItem.locator(".attempt__response").getByText("receiver not ready yet (it fails its first request)").waitFor();
+  await screenshot(page, "webhooks-04-log-ping-failed");
+  await pingItem.getByRole("button", { name: "Retry" }).click();
+  await page.locator(`li.delivery[data-delivery-id="${ping.id}"][data-status="delivered"]`).waitFor();
+  await pingItem.getByText("2 tries", { exact: true }).waitFor();
+  await pingItem.locator(".attempt").nth(1).getByText(/^200 OK in \d+ ms$/).waitFor();
+  const again = await rx.waitFor("the retried ping", (r) => r.status === 200);
+  assert.equal(again.id, ping.id, "a retry changed the webhook-id");
+
+  // A gated run started through the API: its approval.requested arrives,
+  // with the input, signed with the secret copied above, and the log
+  // (following by itself) shows it delivered, newest first.
+  const run = await stead.api("POST", "/v1/agents/refunds/runs", { input: { orderId: "o-1001", reason: "damaged" }, endUserId: "demo-user" });
+  const requested = await rx.waitFor("approval.requested", (r) => r.payload && r.payload.type === "approval.requested");
+  assert.equal(requested.status, 200);
+  assert.equal(requested.payload.data.runId, run.id);
+  assert.equal(requested.payload.data.tool, "refundOrder");
+  assert.deepEqual(requested.payload.data.input, { orderId: "o-1001", reason: "damaged" });
+  assert.equal(requested.headers["content-type"], "application/json");
+  const sig = signedBy(requested, secret);
+  assert.ok(sig.ok && sig.count === 1, `webhook-signature ${requested.signature} is not the HMAC of id.timestamp.body with the secret shown`);
+  assert.ok(Math.abs(Number(requested.timestamp) - Date.now() / 1000) < 60, "webhook-timestamp is not now: " + requested.timestamp);
+  if (verify) assert.equal(verify(requested, secret).data.runId, run.id);
+  const reqItem = page.locator(`li.delivery[data-delivery-id="${requested.id}"]`);
+  await page.locator(`li.delivery[data-delivery-id="${requested.id}"][data-status="delivered"][data-type="approval.requested"]`).waitFor();
+  assert.equal(await page.locator("li.delivery").first().getAttribute("data-delivery-id"), requested.id);
+  await reqItem.getByRole("link", { name: run.id }).waitFor();
+  await reqItem.getByRole("button", { name: "Show body" }).click();
+  await reqItem.locator(".delivery__body pre").getByText('"type": "approval.requested"').waitFor();
+  await reqItem.locator(".delivery__body pre").getByText(`"runId": "${run.id}"`).waitFor();
+  await screenshot(page, "webhooks-05-log-delivered");
+
+  // Paged: one a page, Show more brings the older one.
+  await page.goto(stead.url + `/console/#/webhooks/${id}?limit=1`);
+  await page.locator(`li.delivery[data-delivery-id="${requested.id}"]`).waitFor();
+  assert.equal(await page.locator("li.delivery").count(), 1);
+  await page.getByRole("button", { name: "Show more" }).click();
+  await page.locator(`li.delivery[data-delivery-id="${ping.id}"]`).waitFor();
+  assert.deepEqual(await page.locator("li.delivery").evaluateAll((ls) => ls.map((l) => l.dataset.deliveryId)), [requested.id, ping.id]);
+  await page.getByRole("button", { name: "Show more" }).waitFor({ state: "hidden" });
+
+  // Retry a time range: an until before the since is refused next to it;
+  // the last hour retries both, each under its webhook-id.
+  await page.getByText("Retry a time range", { exact: true }).click();
+  const range = page.getByRole("form", { name: "Retry a time range" });
+  const twoHoursAgo = await page.evaluate(() => {
+    const d = new Date(Date.now() - 7200_000), p = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  });
+  await range.getByLabel("Until (optional)").fill(twoHoursAgo);
+  await range.getByRole("button", { name: "Retry the range" }).click();
+  await range.locator('[data-field="until"] .field__error').getByText(/^must not be before since/).waitFor();
+  await range.getByLabel("Until (optional)").fill("");
+  const before = rx.received.length;
+  await range.getByRole("button", { name: "Retry the range" }).click();
+  await range.getByText("Retrying 2 deliveries now, each under its webhook-id.").waitFor();
+  await until("both deliveries again", () => {
+    const ids = rx.received.slice(before).map((r) => r.id);
+    return ids.includes(ping.id) && ids.includes(requested.id);
+  });
+  await page.locator(`li.delivery[data-delivery-id="${requested.id}"][data-status="delivered"]`).getByText("2 tries", { exact: true }).waitFor();
+
+  // Disabled by hand (through the API): the card, followed by itself,
+  // stands out with who and when; a retry is refused; Enable turns it on.
+  await stead.api("PATCH", `/v1/webhooks/${id}`, { enabled: false });
+  const detail = page.locator(`article.webhook[data-webhook-id="${id}"]`);
+  await page.locator(`article.webhook[data-webhook-id="${id}"][data-state="disabled"]`).waitFor();
+  await detail.locator(".webhook__disabled").getByText(/^Disabled \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ seconds ago)\): disabled by .*key_\w+.*\.$/).waitFor();
+  assert.equal(await detail.locator(".badge").textContent(), "disabled");
+  const reqAgain = page.locator(`li.delivery[data-delivery-id="${requested.id}"]`);
+  await reqAgain.getByRole("button", { name: "Retry" }).click();
+  await reqAgain.getByRole("alert").getByText(/is disabled \(disabled by .*\); enable it first/).waitFor();
+  await screenshot(page, "webhooks-06-disabled");
+  await detail.getByRole("button", { name: `Enable ${rx.url}` }).click();
+  await page.locator(`article.webhook[data-webhook-id="${id}"][data-state="enabled"]`).waitFor();
+  assert.equal(await detail.locator(".webhook__disabled .msg").isVisible(), false);
+  assert.equal((await stead.api("GET", `/v1/webhooks/${id}`)).state, "enabled");
+
+  // Rotate: a new secret, shown once; the previous one signs beside it for
+  // a day, and a ping carries both signatures, the new one first.
+  await detail.getByRole("button", { name: `Rotate the secret of ${rx.url}` }).click();
+  await detail.getByRole("group", { name: `Confirm rotating the secret of ${id}` }).getByRole("button", { name: "Make a new secret" }).click();
+  const rotated = await detail.getByLabel(`New signing secret of ${id} — shown this once`).inputValue();
+  assert.match(rotated, /^whsec_/);
+  assert.notEqual(rotated, secret);
+  await detail.locator(".webhook__previous").getByText(/^signs beside the current one until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in (24|23) hours\)$/).waitFor();
+  const after = await stead.api("GET", `/v1/webhooks/${id}`);
+  const overlap = new Date(after.previousSecretUntil) - Date.now();
+  assert.ok(overlap > 23.9 * 3600_000 && overlap <= 24 * 3600_000, "previousSecretUntil is not a day away: " + after.previousSecretUntil);
+  assert.equal(await detail.locator(".webhook__previous").textContent(), `signs beside the current one until ${await page.evaluate((iso) => {
+    const d = new Date(iso), p = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  }, after.previousSecretUntil)} (in 24 hours)`);
+  await detail.getByRole("button", { name: `Ping ${rx.url}` }).click();
+  await detail.locator(".webhook__ping").getByText(/^Ping delivered: 200 OK in \d+ ms/).waitFor();
+  const last = rx.received.at(-1);
+  assert.equal(last.payload.type, "webhook.ping");
+  assert.deepEqual([signedBy(last, rotated).index, signedBy(last, secret).index, signedBy(last, secret).count], [0, 1, 2]);
+  if (verify) {
+    assert.equal(verify(last, rotated).type, "webhook.ping");
+    assert.equal(verify(last, secret).type, "webhook.ping");
+  }
+  // The log (still one a page) put the new ping on top of those shown.
+  await page.locator(`li.delivery[data-delivery-id="${last.id}"][data-status="delivered"]`).waitFor();
+  assert.deepEqual(await page.locator("li.delivery").evaluateAll((ls) => ls.map((l) => l.dataset.deliveryId)), [last.id, requested.id, ping.id]);
+  await screenshot(page, "webhooks-07-rotated");
+
+  // At 390 px: the list and the log, a body open, nothing scrolls sideways.
+  const narrow = await openPage(t, browser, { width: 390, height: 844 });
+  await signIn(narrow, stead);
+  await narrow.goto(stead.url + "/console/#/webhooks");
+  await narrow.locator(`article.webhook[data-webhook-id="${id}"]`).getByText("signs beside the current one", { exact: false }).waitFor();
+  let width = await narrow.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `#/webhooks is ${width}px wide at 390px`);
+  await screenshot(narrow, "webhooks-08-narrow");
+  await narrow.goto(stead.url + `/console/#/webhooks/${id}`);
+  const narrowReq = narrow.locator(`li.delivery[data-delivery-id="${requested.id}"]`);
+  await narrowReq.getByRole("button", { name: "Show body" }).click();
+  await narrowReq.locator(".delivery__body pre").waitFor();
+  await narrow.getByText("Retry a time range", { exact: true }).click();
+  await narrow.getByLabel("Until (optional)").waitFor();
+  width = await narrow.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `#/webhooks/${id} is ${width}px wide at 390px`);
+  await screenshot(narrow, "webhooks-09-narrow-log");
+
+  // A developer has no Webhooks entry, and the page says whose it is.
+  const dev = await addMember(stead, "Dev Okafor", { role: "developer" });
+  const devPage = await openPage(t, browser);
+  await signIn(devPage, { ...stead, key: dev.key });
+  await devPage.getByRole("link", { name: "Runs", exact: true }).waitFor();
+  assert.equal(await devPage.getByRole("link", { name: "Webhooks", exact: true }).count(), 0, "a developer sees the Webhooks entry");
+  assert.equal(await devPage.locator('nav a[data-section="webhooks"]').isHidden(), true);
+  await devPage.goto(stead.url + "/console/#/webhooks");
+  await devPage.getByText(/^Owners only\. Webhook endpoints choose where the project's events/).waitFor();
+  assert.equal(await devPage.locator("article.webhook").count(), 0);
+  assert.equal((await asKey(stead, dev.key, "GET", "/v1/webhooks")).status, 403);
+  await screenshot(devPage, "webhooks-10-developer");
+
+  // Delete, after a confirmation: the endpoint and its log are gone.
+  await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  const listed = page.locator(`article.webhook[data-webhook-id="${id}"]`);
+  await listed.getByRole("button", { name: `Delete ${rx.url}` }).click();
+  const confirm = listed.getByRole("group", { name: `Confirm deleting ${id}` });
+  await confirm.getByText(/its delivery log is deleted with it/).waitFor();
+  await screenshot(page, "webhooks-11-delete-confirm");
+  await confirm.getByRole("button", { name: "Cancel" }).click();
+  await listed.getByRole("button", { name: `Delete ${rx.url}` }).click();
+  await confirm.getByRole("button", { name: "Delete endpoint" }).click();
+  await page.getByText("No endpoints yet.").waitFor();
+  await page.getByText(`Deleted the endpoint ${rx.url} and its delivery log.`).waitFor();
+  assert.equal((await stead.api("GET", "/v1/webhooks")).webhooks.length, 0);
+  assert.equal((await asKey(stead, stead.key, "GET", `/v1/webhooks/${id}/deliveries`)).status, 404);
 });

@@ -5,9 +5,10 @@
 
 // SECTIONS are the sections each role may open (an approver lists
 // approvals and remembered decisions, reads a run from its approval, and
-// reads members and groups). Rules are read by whoever reads approvals.
+// reads members and groups). Rules are read by whoever reads approvals;
+// webhooks are the owners' (mayManageWebhooks).
 export const SECTIONS = {
-  owner: ["approvals", "rules", "runs", "deployments", "members", "groups"],
+  owner: ["approvals", "rules", "runs", "deployments", "members", "groups", "webhooks"],
   developer: ["approvals", "rules", "runs", "deployments", "members", "groups"],
   viewer: ["approvals", "rules", "runs", "deployments", "members", "groups"],
   approver: ["approvals", "rules", "members", "groups"],
@@ -16,6 +17,14 @@ export const SECTIONS = {
 // mayManageMembers: add, change and remove members, and manage groups
 // (the manage-keys permission: owners only).
 export function mayManageMembers(me) {
+  return !!me && me.role === "owner";
+}
+
+// mayManageWebhooks: add, read, ping, rotate, enable and delete webhook
+// endpoints and read and retry their deliveries (the manage-webhooks
+// permission: owners only — an endpoint chooses where the project's
+// events, and tools' inputs, are sent).
+export function mayManageWebhooks(me) {
   return !!me && me.role === "owner";
 }
 

@@ -1,7 +1,8 @@
 // The console: sign-in, the header and a hash router (#/approvals,
 // #/approvals/{id}, #/rules, #/rules/{id}, #/runs, #/runs/{id},
-// #/deployments, #/members, #/groups). Each view renders into <main> and returns a function that
-// stops its timers and streams.
+// #/deployments, #/members, #/groups, #/webhooks, #/webhooks/{id}). Each
+// view renders into <main> and returns a function that stops its timers
+// and streams.
 
 import { h, replace, alertBox, showError } from "./dom.js";
 import { session, get, whenUnauthenticated } from "./api.js";
@@ -12,6 +13,7 @@ import { deploymentsView } from "./deployments.js";
 import { membersView } from "./members.js";
 import { groupsView } from "./groups.js";
 import { rulesView, ruleView } from "./rules.js";
+import { webhooksView, webhookView } from "./webhooks.js";
 import { SECTIONS } from "./access.js";
 
 const main = document.getElementById("main");
@@ -72,6 +74,9 @@ async function route() {
       break;
     case "groups":
       stop = groupsView(ctx);
+      break;
+    case "webhooks":
+      stop = parts[1] ? webhookView(ctx, parts[1]) : webhooksView(ctx);
       break;
     default:
       replace(main, h("h1", { text: "Not found" }),
