@@ -33,6 +33,7 @@ type Store interface {
 	PutDeliveries(ctx context.Context, ds []store.Delivery) error
 	ListDueDeliveries(ctx context.Context, now time.Time, limit int) ([]store.Delivery, error)
 	UpdateDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error)
+	GetDelivery(ctx context.Context, projectID, id string) (store.Delivery, error)
 }
 
 // Config configures a Notifier.
@@ -555,21 +556,44 @@ func (n *Notifier) try(ctx context.Context, d store.Delivery) error {
 		return err
 	}
 	a, retryAfter := n.send(ctx, ep, d)
-	d = d.Record(a)
-	d.UpdatedAt = n.cfg.Now()
 	ok := a.Status >= 200 && a.Status < 300
-	switch wait, more := Next(d.Tries, retryAfter); {
-	case ok:
-		d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
-	case a.Status == http.StatusGone || !more:
-		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
-	default:
-		d.NextAt = a.At.Add(wait)
-	}
-	if _, err := n.cfg.Store.UpdateDelivery(ctx, d); err != nil {
+	if err := n.record(ctx, d, a, func(d store.Delivery) store.Delivery {
+		switch wait, more := Next(d.Tries, retryAfter); {
+		case ok:
+			d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
+		case a.Status == http.StatusGone || !more:
+			d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+		default:
+			d.NextAt = a.At.Add(wait)
+		}
+		return d
+	}); err != nil {
 		return err
 	}
 	return n.endpointAfter(ctx, ep, a, ok)
+}
+
+// record writes attempt a onto the delivery it was made for, settled by
+// next. Usually d is as stored; when the write loses (the send outlived
+// its lease and another notifier took it, or a retry came), the attempt is
+// added to the delivery as it stands rather than dropped — unless that one
+// is delivered already, which stays.
+func (n *Notifier) record(ctx context.Context, d store.Delivery, a store.Attempt, next func(store.Delivery) store.Delivery) error {
+	for range 5 {
+		if d.Status == store.DeliveryDelivered {
+			return nil
+		}
+		d = next(d.Record(a))
+		d.UpdatedAt = n.cfg.Now()
+		_, err := n.cfg.Store.UpdateDelivery(ctx, d)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if d, err = n.cfg.Store.GetDelivery(ctx, d.ProjectID, d.ID); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("delivery %s kept changing while its attempt was recorded", d.ID)
 }
 
 // tryChannel sends a taken delivery of a channel once and records it.

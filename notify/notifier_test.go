@@ -564,3 +564,44 @@ func TestInFlight(t *testing.T) {
 		t.Error("InFlight")
 	}
 }
+
+// A send that outlives its lease, while another notifier takes the
+// delivery and a retry is asked for, still has its attempt recorded: the
+// lost write is made again on the delivery as it stands.
+func TestAttemptKeptWhenTheWriteLoses(t *testing.T) {
+	w := setup(t)
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			// While this first try is in flight, something else writes
+			// the delivery (as a retry from the API would).
+			page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+			if err != nil || len(page.Items) == 0 {
+				t.Errorf("deliveries: %v", err)
+				return
+			}
+			for _, d := range page.Items {
+				if _, err := w.store.UpdateDelivery(w.ctx, d); err != nil {
+					t.Errorf("concurrent write: %v", err)
+				}
+			}
+		})
+		rw.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	w.endpoint("whe_a", srv.URL)
+	ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+	ep.Events = []string{"run.succeeded"}
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	w.run("run_1")
+	w.pass()
+	page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("deliveries: %+v, %v", page.Items, err)
+	}
+	if d := page.Items[0]; d.Tries != 1 || len(d.Attempts) != 1 || d.Attempts[0].Status != 500 || d.Status != store.DeliveryPending {
+		t.Errorf("delivery after a lost write: %s, %d tries, %+v", d.Status, d.Tries, d.Attempts)
+	}
+}
