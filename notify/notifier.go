@@ -607,19 +607,18 @@ func (n *Notifier) tryChannel(ctx context.Context, d store.Delivery) error {
 	} else {
 		a = store.Attempt{At: n.cfg.Now(), Error: "this process has no " + d.Channel + " channel configured"}
 	}
-	d = d.Record(a)
-	d.UpdatedAt = n.cfg.Now()
-	wait, more := Next(d.Tries, 0)
-	switch {
-	case a.Status >= 200 && a.Status < 300:
-		d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
-	case final || !more:
-		d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
-	default:
-		d.NextAt = a.At.Add(wait)
-	}
-	_, err := n.cfg.Store.UpdateDelivery(ctx, d)
-	return err
+	return n.record(ctx, d, a, func(d store.Delivery) store.Delivery {
+		wait, more := Next(d.Tries, 0)
+		switch {
+		case a.Status >= 200 && a.Status < 300:
+			d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
+		case final || !more:
+			d.Status, d.NextAt = store.DeliveryFailed, time.Time{}
+		default:
+			d.NextAt = a.At.Add(wait)
+		}
+		return d
+	})
 }
 
 // send POSTs a delivery once; the attempt, and the receiver's Retry-After.
