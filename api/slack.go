@@ -24,13 +24,18 @@ type Slack interface {
 	OpenDenyModal(ctx context.Context, in slack.Interaction, a approvals.Approval) error
 	// Refuse tells the clicking user alone why nothing was decided.
 	Refuse(ctx context.Context, in slack.Interaction, text string) error
+	// Serves reports whether clicks on the approvals of a project are the
+	// app's to take (its one project's).
+	Serves(projectID string) bool
 }
 
 // slackRoutes: POST /slack/interactivity, Slack's Interactivity Request
 // URL. No credential: Slack signs the request (Config.Slack verifies it),
-// and the clicking Slack user must be linked to a member of the approval's
-// project, by team id and user id, whose role may decide and who is not
-// removed. Seeing the message is not authority.
+// the approval must be of the project the app serves (Slack.Serves: a
+// click on another project's approval is refused as if it did not exist),
+// and the clicking Slack user must be linked to a member of that project,
+// by team id and user id, whose role may decide and who is not removed.
+// Seeing the message is not authority.
 //
 // It answers within Slack's 3 seconds by deciding synchronously: a
 // decision is one conditional store write (milliseconds on bbolt, tens on
@@ -55,8 +60,8 @@ func (s *Server) slackRoutes() {
 
 func (s *Server) slackInteractivity(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Slack == nil {
-		s.writeError(w, r, notFound("Slack is not configured on this Stead: set %s, %s and %s, and restart it",
-			slack.EnvBotToken, slack.EnvSigningSecret, slack.EnvChannel))
+		s.writeError(w, r, notFound("Slack is not configured on this Stead: set %s, %s, %s and %s, and restart it",
+			slack.EnvBotToken, slack.EnvSigningSecret, slack.EnvChannel, slack.EnvProject))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
@@ -101,7 +106,9 @@ func (s *Server) slackInteractivity(w http.ResponseWriter, r *http.Request) {
 // nothing was decided, in words for the Slack user, or "".
 func (s *Server) slackDecide(ctx context.Context, in slack.Interaction) string {
 	a, err := s.store.GetApproval(ctx, in.ApprovalID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.cfg.Slack.Serves(a.ProjectID)) {
+		// Another project's approval is not this app's to decide, nor to
+		// confirm the existence of.
 		return fmt.Sprintf("Stead has no approval %s; nothing was decided", in.ApprovalID)
 	}
 	if err != nil {

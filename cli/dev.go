@@ -110,7 +110,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return usagef("--egress-allow: %s", err.Error())
 	}
 	o.egress = egress.Policy{Allow: allow}
-	if o.slack, err = slack.FromEnv(a.env.Getenv); err != nil {
+	if o.slack, err = slack.FromEnvLocal(a.env.Getenv); err != nil {
 		return err
 	}
 	if o.smtp, err = devSMTP(o.smtpAddr, a.env.Getenv); err != nil {
@@ -132,7 +132,19 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	defer ln.Close()
 	baseURL := "http://" + dialable(ln.Addr().String())
 
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp})
+	// The local project is ensured as the store opens: Slack serves it
+	// unless STEAD_SLACK_PROJECT names another.
+	var (
+		proj    projectFile
+		key     string
+		created bool
+	)
+	ensure := func(s store.Store) (string, error) {
+		var err error
+		proj, key, created, err = ensureProject(ctx, s, o.data, time.Now)
+		return proj.ID, err
+	}
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp, EnsureProject: ensure})
 	if err != nil {
 		return err
 	}
@@ -142,11 +154,6 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return st.Close(cctx)
 	}
 	defer func() { _ = closeStack() }()
-
-	proj, key, created, err := ensureProject(ctx, st.Store, o.data, time.Now)
-	if err != nil {
-		return err
-	}
 
 	cfgPath, err := configPath(a.env.Getenv)
 	if err != nil {
@@ -360,7 +367,11 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 	fmt.Fprintln(out, egressLine(o.egress))
 	fmt.Fprintln(out, emailLine(o.smtp, baseURL))
 	if o.slack != nil {
-		fmt.Fprintf(out, "Slack: approvals are posted to %s; the app's Interactivity Request URL is %s/slack/interactivity (Slack must reach it: a public tunnel to this address)\n", o.slack.Channel, baseURL)
+		project := o.slack.Project
+		if project == "" {
+			project = proj.ID
+		}
+		fmt.Fprintf(out, "Slack: the approvals of project %s are posted to %s; the app's Interactivity Request URL is %s/slack/interactivity (Slack must reach it: a public tunnel to this address)\n", project, o.slack.Channel, baseURL)
 	}
 	if created {
 		fmt.Fprintf(out, "\nCreated project %s. Its owner key, printed only on this first start:\n\n    %s\n\n", proj.ID, key)

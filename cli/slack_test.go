@@ -41,7 +41,9 @@ func newSlackStack(t *testing.T) *slackStack {
 	sl := slacktest.New(t, slackToken, slackChannel)
 	dir := t.TempDir()
 	clk := testclock.New(epoch)
-	cfg, err := slack.FromEnv(func(k string) string {
+	// As `stead dev`: no STEAD_SLACK_PROJECT, so Slack serves the project
+	// ensured as the store opens.
+	cfg, err := slack.FromEnvLocal(func(k string) string {
 		return map[string]string{
 			slack.EnvBotToken: slackToken, slack.EnvSigningSecret: slackSecret,
 			slack.EnvChannel: slackChannel, slack.EnvAPIURL: sl.URL,
@@ -50,15 +52,18 @@ func newSlackStack(t *testing.T) *slackStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true,
-		PublicURL: "https://stead.example", Slack: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	proj, key, err := api.Bootstrap(ctx, st.Store, "test", clk.Now())
+	var (
+		proj store.Project
+		key  string
+	)
+	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true,
+		PublicURL: "https://stead.example", Slack: cfg, EnsureProject: func(st store.Store) (string, error) {
+			var err error
+			proj, key, err = api.Bootstrap(ctx, st, "test", clk.Now())
+			return proj.ID, err
+		}})
 	if err != nil {
-		_ = st.Close(ctx)
 		t.Fatal(err)
 	}
 	if err := deployExample(ctx, st, proj.ID, st.log); err != nil {
@@ -530,5 +535,63 @@ func TestSlackLinking(t *testing.T) {
 	r = s.mustCLI("members", "unlink-slack", "Ana Diaz")
 	if strings.Contains(r.stdout, "slack  team") {
 		t.Errorf("after unlinking all:\n%s", r.stdout)
+	}
+}
+
+// TestSlackOtherProject: the app serves the project `stead dev` made. On
+// the same Stead, another project's approval posts nothing to the channel,
+// and a signed click on it — from a Slack user linked to an approver of
+// that project — is refused as if it did not exist and decides nothing.
+func TestSlackOtherProject(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	ctx := context.Background()
+	s.member("Ana Diaz", "approver", ana.ID)
+	mine := s.startAwaiting("o-2001")
+
+	proj, key, err := api.Bootstrap(ctx, s.stack.Store, "other", s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := deployExample(ctx, s.stack, proj.ID, s.stack.log); err != nil {
+		t.Fatal(err)
+	}
+	other := *s.testStack
+	other.project, other.key, other.config = proj.ID, key, filepath.Join(t.TempDir(), "config.json")
+	(&slackStack{testStack: &other, slack: s.slack}).member("Ana Other", "approver", ana.ID)
+	theirs := other.startAwaiting("o-2002")
+
+	s.pass()
+	m := s.message(mine.ApprovalID) // exactly one message: the served project's
+	for _, msg := range s.slack.Messages() {
+		if strings.Contains(flatText(msg.Blocks), theirs.ApprovalID) {
+			t.Errorf("the other project's approval %s was posted: %s", theirs.ApprovalID, flatText(msg.Blocks))
+		}
+	}
+	if n := len(s.slack.Messages()); n != 1 {
+		t.Errorf("%d Slack messages, want 1 (the served project's)", n)
+	}
+
+	// A click forged from the posted message, naming the other approval.
+	mineAp, theirsAp := s.approval(mine.ApprovalID), s.approval(theirs.ApprovalID)
+	click := s.slack.Click(t, ana, m, slack.ActionApprove)
+	click = bytes.ReplaceAll(click, []byte(mineAp.ID), []byte(theirsAp.ID))
+	click = bytes.ReplaceAll(click, []byte(mineAp.InputDigest), []byte(theirsAp.InputDigest))
+	if !bytes.Contains(click, []byte(theirsAp.ID)) {
+		t.Fatalf("the forged click does not name %s: %s", theirsAp.ID, click)
+	}
+	s.signed(click)
+	e := s.slack.Ephemerals()
+	if len(e) != 1 || e[0].User != ana.ID || !strings.Contains(e[0].Text, "Stead has no approval "+theirsAp.ID) {
+		t.Errorf("ephemeral answers %+v; want one to Ana saying Stead has no approval %s", e, theirsAp.ID)
+	}
+	if a := s.approval(theirsAp.ID); a.Status != approvals.Pending || len(a.Votes) != 0 {
+		t.Errorf("after the refused click the other project's approval is %s with %d votes", a.Status, len(a.Votes))
+	}
+	// The same click on the served approval decides: the refusal was the
+	// project's, not Ana's.
+	s.signed(s.slack.Click(t, ana, m, slack.ActionApprove))
+	if a := s.approval(mineAp.ID); a.Status != approvals.Approved {
+		t.Errorf("the served project's approval is %s after Ana's click, want approved", a.Status)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/runtime/sandbox"
+	"stead/store"
 	"stead/store/boltstore"
 	"stead/store/fsblob"
 )
@@ -63,8 +64,13 @@ type StackConfig struct {
 	PublicURL string
 	// Slack, when set, posts approvals to Slack and takes clicks at POST
 	// /slack/interactivity (slack.FromEnv reads it; Store and Now are
-	// filled in here).
+	// filled in here, and Project, when empty, from EnsureProject).
 	Slack *slack.Config
+	// EnsureProject, when set, is called with the opened store before the
+	// channels are built and returns this Stead's project (`stead dev`
+	// ensures its local project there): the project Slack serves unless
+	// Slack.Project names one.
+	EnsureProject func(st store.Store) (projectID string, err error)
 	// SMTP, when set, mails the members who may decide each approval
 	// (package notify/email), with review links under PublicURL.
 	SMTP *email.Config
@@ -135,9 +141,20 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		channels []notify.Channel
 		slackApp *slack.App
 	)
+	var project string
+	if cfg.EnsureProject != nil {
+		if project, err = cfg.EnsureProject(st); err != nil {
+			sb.Close()
+			_ = st.Close()
+			return nil, err
+		}
+	}
 	if cfg.Slack != nil {
 		sc := *cfg.Slack
 		sc.Store, sc.Now = st, cfg.Now
+		if sc.Project == "" {
+			sc.Project = project
+		}
 		if slackApp, err = slack.New(sc); err != nil {
 			sb.Close()
 			_ = st.Close()

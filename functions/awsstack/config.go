@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"stead/notify/email"
+	"stead/notify/slack"
 	"stead/runtime/bundle"
 	"stead/runtime/egress"
 )
@@ -63,6 +65,29 @@ const (
 	// domain) on the runner and the sweeper, which deliver notifications.
 	// Optional: without it links are paths alone ("/console/#/…").
 	EnvPublicURL = "STEAD_PUBLIC_URL"
+	// EnvSMTPURL configures the SMTP server that mails approvals to the
+	// members who may decide them (package notify/email:
+	// smtp://user:pass@host:587?tls=starttls&from=stead@example.com). Read
+	// by the runner and the sweeper, which deliver; it needs EnvPublicURL,
+	// the base of the mails' review links (/review/{token}, which the API
+	// serves). Optional: without it nobody is mailed. The template's
+	// SmtpUrl parameter (NoEcho).
+	EnvSMTPURL = email.EnvURL
+	// EnvSlackBotToken, EnvSlackSigningSecret, EnvSlackChannel and
+	// EnvSlackProject configure the Slack app (package notify/slack), all
+	// or none: the runner and the sweeper post the approvals of the one
+	// project EnvSlackProject names to EnvSlackChannel and update the
+	// messages; the API takes clicks at POST /slack/interactivity; every
+	// function keeps the outbox of its writes for it. Optional: without
+	// them Slack is off. The token and the secret are the template's
+	// NoEcho parameters SlackBotToken and SlackSigningSecret.
+	EnvSlackBotToken      = slack.EnvBotToken
+	EnvSlackSigningSecret = slack.EnvSigningSecret
+	EnvSlackChannel       = slack.EnvChannel
+	EnvSlackProject       = slack.EnvProject
+	// EnvSlackAPIURL overrides Slack's Web API URL: for a stand-in in
+	// tests, never needed on AWS.
+	EnvSlackAPIURL = slack.EnvAPIURL
 )
 
 // Variables Lambda (and the Runtime Interface Emulator) sets, read for
@@ -92,6 +117,7 @@ func EnvVars() []string {
 	return []string{
 		EnvTable, EnvBucket, EnvBundlePrefix, EnvSpillPrefix, EnvRunnerFunction,
 		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle, EnvEgressAllow, EnvPublicURL,
+		EnvSMTPURL, EnvSlackBotToken, EnvSlackSigningSecret, EnvSlackChannel, EnvSlackProject, EnvSlackAPIURL,
 	}
 }
 
@@ -125,6 +151,12 @@ type Config struct {
 	EgressAllow []netip.Prefix
 	// PublicURL is EnvPublicURL without a trailing "/"; "" when unset.
 	PublicURL string
+	// SMTP is EnvSMTPURL parsed, in the runner and the sweeper; nil when
+	// unset (and always in the API, which mails nobody).
+	SMTP *email.Config
+	// Slack is the STEAD_SLACK_* settings (Store, Client and Now are
+	// Open's to fill in); nil when Slack is off.
+	Slack *slack.Config
 	// WorkerID names this execution environment in run leases.
 	WorkerID string
 	// LogLevel is AWS_LAMBDA_LOG_LEVEL (set from the template's
@@ -247,6 +279,22 @@ func FromEnv(fn Function, getenv func(string) string) (Config, error) {
 		}
 		c.PublicURL = strings.TrimSuffix(v, "/")
 	}
+	if fn != APIFunction {
+		mail, ok, err := email.FromEnv(getenv)
+		switch {
+		case err != nil:
+			bad("%s", err.Error()) // names EnvSMTPURL, never its password
+		case ok && c.PublicURL == "":
+			bad("%s is set but %s is not: the review links in the mail are built on it; set it to the API's URL (the template does)", EnvSMTPURL, EnvPublicURL)
+		case ok:
+			c.SMTP = &mail
+		}
+	}
+	sc, err := slack.FromEnv(getenv)
+	if err != nil {
+		bad("%s", err.Error()) // names the variable
+	}
+	c.Slack = sc
 	if len(problems) > 0 {
 		return Config{}, &ConfigError{Function: fn, Problems: problems}
 	}

@@ -18,6 +18,11 @@
 // delivers after each execution that wrote a notification, the sweeper on
 // every schedule (retries, leftovers, and decisions that dispatch no run),
 // the API never (no response waits on a receiver): see Notifications.
+// Beside webhooks, the environment may configure email (STEAD_SMTP_URL:
+// the runner and the sweeper mail, with review links under
+// STEAD_PUBLIC_URL that the API serves) and Slack (STEAD_SLACK_*, for one
+// project: the runner and the sweeper post and update, the API takes the
+// clicks).
 //
 // Nothing here reads the environment by itself but the model API keys that
 // deployments name (apiKeyEnv; never a variable Lambda or Stead sets); the
@@ -43,6 +48,8 @@ import (
 	"stead/api"
 	"stead/functions/apigw"
 	"stead/notify"
+	"stead/notify/email"
+	"stead/notify/slack"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
@@ -82,6 +89,10 @@ type Stack struct {
 	// Notifications delivers webhook events: the engine flags and kicks,
 	// the handler passes (Notifications says which function does).
 	Notifications *Notifications
+	// Channels are Notifications' channels beside webhooks, as the
+	// environment configures them: Slack (every function), email (the
+	// runner and the sweeper).
+	Channels []notify.Channel
 
 	log     *slog.Logger
 	sandbox *sandbox.Pool
@@ -127,7 +138,11 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	pol := egress.Policy{Allow: cfg.EgressAllow}
 	hooks := pol.Client()
 	hooks.Timeout = notify.Timeout
-	notes := NewNotifications(notify.Config{Store: st, Client: hooks, Now: o.Now, PublicURL: cfg.PublicURL, Log: log})
+	channels, slackApp, err := openChannels(cfg, st, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	notes := NewNotifications(notify.Config{Store: st, Client: hooks, Now: o.Now, PublicURL: cfg.PublicURL, Log: log, Channels: channels})
 	workerMemory, callMemory := sandboxMemory(cfg.MemoryMB)
 	sb, err := sandbox.New(sandbox.Options{
 		Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now,
@@ -152,15 +167,50 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		sb.Close()
 		return nil, err
 	}
-	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, Notifications: notes, log: log, sandbox: sb}
+	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, Notifications: notes, Channels: channels, log: log, sandbox: sb}
 	if cfg.Function == APIFunction {
-		s.API, err = api.New(api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes, Notifications: notes})
+		apiCfg := api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes, Notifications: notes}
+		if slackApp != nil {
+			apiCfg.Slack = slackApp
+		}
+		s.API, err = api.New(apiCfg)
 		if err != nil {
 			sb.Close()
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// openChannels builds the channels beside webhooks that cfg configures:
+// Slack in every function, email in those that deliver (FromEnv reads
+// EnvSMTPURL in the runner and the sweeper only). The API never makes a
+// pass, so its channels send nothing; Slack is among them so that its
+// writes — a decision, a vote, a cancel — keep their notifications in the
+// outbox for the runner and the sweeper to update the message with
+// (notify.Notifier.Notifies), and it is the API's interactivity app.
+func openChannels(cfg Config, st *dynamostore.Store, now func() time.Time) ([]notify.Channel, *slack.App, error) {
+	var (
+		channels []notify.Channel
+		app      *slack.App
+	)
+	if cfg.Slack != nil {
+		sc := *cfg.Slack
+		sc.Store, sc.Now = st, now
+		var err error
+		if app, err = slack.New(sc); err != nil {
+			return nil, nil, err
+		}
+		channels = append(channels, app)
+	}
+	if cfg.SMTP != nil && cfg.Function != APIFunction {
+		mail, err := email.New(email.Options{SMTP: *cfg.SMTP, Store: st, PublicURL: cfg.PublicURL, Now: now})
+		if err != nil {
+			return nil, nil, err
+		}
+		channels = append(channels, mail)
+	}
+	return channels, app, nil
 }
 
 // loadAWS returns the SDK configuration: the given one, or the default

@@ -516,3 +516,65 @@ func keySchema(t *testing.T, v any) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// TestTemplateChannels: email and Slack are optional parameters, their
+// secrets NoEcho. The SMTP URL goes to the functions that mail (runner and
+// sweeper), not the API; the Slack settings go to every function (the API
+// takes the clicks); and a project id passes SlackProject's pattern while
+// a list of projects does not.
+func TestTemplateChannels(t *testing.T) {
+	tpl := loadTemplate(t)
+	params := at(t, tpl, "Parameters").(map[string]any)
+	for name, secret := range map[string]bool{
+		"SmtpUrl": true, "SlackBotToken": true, "SlackSigningSecret": true, "SlackChannel": false, "SlackProject": false,
+	} {
+		p, ok := params[name].(map[string]any)
+		if !ok {
+			t.Errorf("no parameter %s", name)
+			continue
+		}
+		if p["Type"] != "String" || p["Default"] != "" {
+			t.Errorf("parameter %s: Type %v Default %q, want an optional String (Default '')", name, p["Type"], p["Default"])
+		}
+		if got := p["NoEcho"] == true; got != secret {
+			t.Errorf("parameter %s NoEcho = %v, want %v", name, p["NoEcho"], secret)
+		}
+	}
+	pattern := regexp.MustCompile(str(t, params, "SlackProject", "AllowedPattern"))
+	for v, ok := range map[string]bool{"": true, "prj_abcdefghijklmnopqrstuvwxyz234567": true, "prj_a,prj_b": false, "acme": false} {
+		if pattern.MatchString(v) != ok {
+			t.Errorf("SlackProject's pattern matches %q: %v, want %v", v, !ok, ok)
+		}
+	}
+
+	resources := at(t, tpl, "Resources").(map[string]any)
+	globalEnv := at(t, tpl, "Globals", "Function", "Environment", "Variables").(map[string]any)
+	for v, p := range map[string]string{
+		awsstack.EnvSlackBotToken: "SlackBotToken", awsstack.EnvSlackSigningSecret: "SlackSigningSecret",
+		awsstack.EnvSlackChannel: "SlackChannel", awsstack.EnvSlackProject: "SlackProject",
+	} {
+		if got := fmt.Sprint(globalEnv[v]); got != "map[Ref:"+p+"]" {
+			t.Errorf("Globals set %s to %s, want !Ref %s for every function", v, got, p)
+		}
+	}
+	if _, ok := globalEnv[awsstack.EnvSlackAPIURL]; ok {
+		t.Errorf("Globals set %s, which is for a Slack stand-in in tests", awsstack.EnvSlackAPIURL)
+	}
+	for name, mails := range map[string]bool{"ApiFunction": false, "RunnerFunction": true, "SweeperFunction": true} {
+		vars := at(t, resources, name, "Properties", "Environment", "Variables").(map[string]any)
+		v, ok := vars[awsstack.EnvSMTPURL]
+		switch {
+		case mails && fmt.Sprint(v) != "map[Ref:SmtpUrl]":
+			t.Errorf("%s %s = %v, want !Ref SmtpUrl", name, awsstack.EnvSMTPURL, v)
+		case !mails && ok:
+			t.Errorf("%s sets %s; it mails nobody", name, awsstack.EnvSMTPURL)
+		case mails:
+			if _, ok := vars[awsstack.EnvPublicURL]; !ok {
+				t.Errorf("%s mails without %s, the base of review links", name, awsstack.EnvPublicURL)
+			}
+		}
+	}
+	if _, ok := globalEnv[awsstack.EnvSMTPURL]; ok {
+		t.Errorf("Globals set %s; only the runner and the sweeper mail", awsstack.EnvSMTPURL)
+	}
+}

@@ -8,11 +8,14 @@
 // submission, OpenDenyModal asks a denier for the reason and Refuse answers
 // a click that decides nothing with an ephemeral message.
 //
-// One Slack workspace and one channel per deployment: every project's
-// approvals are posted to Config.Channel, and a click is taken from a Slack
-// user linked to a member of the approval's project (store.ChatIdentity,
-// by team id and user id) — never by a handle, and never because the user
-// can see the channel.
+// One Slack workspace, one channel and one project per app: the approvals
+// of Config.Project are posted to Config.Channel, those of other projects
+// are not (Deliveries makes none, Send refuses one, Serves tells the
+// interactivity route to refuse their clicks), so that a deployment holding
+// many projects shows no project's approvals in another's channel. A click
+// is taken from a Slack user linked to a member of the approval's project
+// (store.ChatIdentity, by team id and user id) — never by a handle, and
+// never because the user can see the channel.
 //
 // # Deliveries
 //
@@ -68,6 +71,10 @@ const (
 	EnvBotToken      = "STEAD_SLACK_BOT_TOKEN"
 	EnvSigningSecret = "STEAD_SLACK_SIGNING_SECRET"
 	EnvChannel       = "STEAD_SLACK_CHANNEL"
+	// EnvProject is the id of the project whose approvals are posted
+	// (prj_…). Required with the others by FromEnv; `stead dev` defaults
+	// it to its local project (FromEnvLocal).
+	EnvProject = "STEAD_SLACK_PROJECT"
 	// EnvAPIURL overrides Slack's Web API base URL (tests, a proxy).
 	EnvAPIURL = "STEAD_SLACK_API_URL"
 )
@@ -96,6 +103,9 @@ type Config struct {
 	// Channel is the channel approvals are posted to: its id (C…) or name.
 	// The app must be a member of it.
 	Channel string
+	// Project is the id of the project whose approvals the app posts and
+	// takes clicks on; other projects' are neither posted nor decided.
+	Project string
 	// APIURL is the Web API's base URL; DefaultAPIURL when empty.
 	APIURL string
 	// Client makes the Web API calls; one with a 15 s timeout when nil.
@@ -109,12 +119,22 @@ type Config struct {
 // FromEnv reads the Slack settings from the environment: nil when none of
 // STEAD_SLACK_BOT_TOKEN, STEAD_SLACK_SIGNING_SECRET and STEAD_SLACK_CHANNEL
 // is set (Slack is off), an error naming what is missing when only some
-// are. Store, Client and Now are the caller's to fill in.
-func FromEnv(getenv func(string) string) (*Config, error) {
+// are, or when STEAD_SLACK_PROJECT is missing beside them. Store, Client
+// and Now are the caller's to fill in.
+func FromEnv(getenv func(string) string) (*Config, error) { return fromEnv(getenv, true) }
+
+// FromEnvLocal is FromEnv for `stead dev`, whose one project is made once
+// its store is open: STEAD_SLACK_PROJECT may be unset, and the caller sets
+// Project (its local project) before New, which refuses a Config without
+// one.
+func FromEnvLocal(getenv func(string) string) (*Config, error) { return fromEnv(getenv, false) }
+
+func fromEnv(getenv func(string) string, needProject bool) (*Config, error) {
 	c := &Config{
 		BotToken:      strings.TrimSpace(getenv(EnvBotToken)),
 		SigningSecret: strings.TrimSpace(getenv(EnvSigningSecret)),
 		Channel:       strings.TrimSpace(getenv(EnvChannel)),
+		Project:       strings.TrimSpace(getenv(EnvProject)),
 		APIURL:        strings.TrimSpace(getenv(EnvAPIURL)),
 	}
 	var missing []string
@@ -127,16 +147,39 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	switch len(missing) {
 	case 3:
+		if c.Project != "" {
+			return nil, fmt.Errorf("slack: %s is set but %s, %s and %s are not; set them to post the project's approvals to Slack, or unset %s",
+				EnvProject, EnvBotToken, EnvSigningSecret, EnvChannel, EnvProject)
+		}
 		return nil, nil
 	case 0:
+		if c.Project == "" && !needProject {
+			return c, c.checkAccess()
+		}
 		return c, c.check()
 	}
 	return nil, fmt.Errorf("slack: %s not set; set all of %s, %s and %s to post approvals to Slack, or none",
 		strings.Join(missing, " and "), EnvBotToken, EnvSigningSecret, EnvChannel)
 }
 
-// check refuses settings Slack would refuse, naming the field and the fix.
+// check refuses settings Slack would refuse, and an app of no project,
+// naming the field and the fix.
 func (c *Config) check() error {
+	if err := c.checkAccess(); err != nil {
+		return err
+	}
+	if c.Project == "" {
+		return fmt.Errorf("slack: the project (%s) is required: the id of the one project (prj_…) whose approvals are posted to %s and decided from it; other projects' approvals are not posted", EnvProject, c.Channel)
+	}
+	if strings.ContainsAny(c.Project, " \t\r\n,") {
+		return fmt.Errorf("slack: the project (%s) %q must be one project id (prj_…)", EnvProject, c.Project)
+	}
+	return nil
+}
+
+// checkAccess refuses what Slack would refuse, naming the field and the
+// fix.
+func (c *Config) checkAccess() error {
 	switch {
 	case !strings.HasPrefix(c.BotToken, "xoxb-"):
 		return fmt.Errorf("slack: the bot token (%s) must be a Bot User OAuth Token starting xoxb-: copy it from your Slack app's OAuth & Permissions page", EnvBotToken)
@@ -191,6 +234,10 @@ func New(cfg Config) (*App, error) {
 // Name is "slack".
 func (a *App) Name() string { return Name }
 
+// Serves reports whether the app posts and takes clicks on the approvals
+// of project projectID: Config.Project only.
+func (a *App) Serves(projectID string) bool { return projectID == a.cfg.Project }
+
 // endpoint is EndpointID of the app's deliveries: the channel they go to.
 func (a *App) endpoint() string { return "slack:" + a.cfg.Channel }
 
@@ -219,10 +266,11 @@ var updates = map[string]bool{
 
 // Deliveries are what one event sends to Slack: the post of an
 // approval.requested, the update of a vote or a settlement, nothing for
-// other events. The tool's input is not kept in the delivery: a try reads
-// the approval.
+// other events, and nothing for the runs of a project the app does not
+// serve. The tool's input is not kept in the delivery: a try reads the
+// approval.
 func (a *App) Deliveries(ctx context.Context, run store.Run, ev store.Event, data notify.Data) ([]store.Delivery, error) {
-	if ev.Type != "approval.requested" && !updates[ev.Type] {
+	if !a.Serves(run.ProjectID) || (ev.Type != "approval.requested" && !updates[ev.Type]) {
 		return nil, nil
 	}
 	if data.ApprovalID == "" {
@@ -293,6 +341,10 @@ func (a *App) Send(ctx context.Context, d store.Delivery) (store.Attempt, bool) 
 	if err != nil {
 		att.Error = fmt.Sprintf("read approval %s: %s", b.ApprovalID, err)
 		return att, errors.Is(err, store.ErrNotFound)
+	}
+	if !a.Serves(d.ProjectID) || !a.Serves(ap.ProjectID) {
+		att.Error = fmt.Sprintf("approval %s is of project %s; this Slack app posts the approvals of %s (%s) only", ap.ID, ap.ProjectID, a.cfg.Project, EnvProject)
+		return att, true
 	}
 	msg := render(ap, b.ConsoleURL)
 	opts := []slackgo.MsgOption{slackgo.MsgOptionText(msg.text, true), slackgo.MsgOptionBlocks(msg.blocks...)}

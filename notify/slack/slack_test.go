@@ -106,7 +106,7 @@ func setup(t *testing.T) *fixture {
 		store: &fakeStore{approvals: map[string]approvals.Approval{}, deliveries: map[string]store.Delivery{}, events: map[string][]store.Event{}},
 		clock: testclock.New(epoch),
 	}
-	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, APIURL: f.slack.URL, Store: f.store, Now: f.clock.Now})
+	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, Project: "prj_1", APIURL: f.slack.URL, Store: f.store, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestVerify(t *testing.T) {
 // slack-go's SecretsVerifier (on the wall clock, which it reads).
 func TestVerifyAgreesWithSlackGo(t *testing.T) {
 	t.Parallel()
-	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, Store: &fakeStore{}})
+	app, err := slack.New(slack.Config{BotToken: token, SigningSecret: secret, Channel: channel, Project: "prj_1", Store: &fakeStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,9 +542,59 @@ func TestFromEnv(t *testing.T) {
 	if _, err := slack.FromEnv(env(slack.EnvBotToken, token, slack.EnvSigningSecret, "s", slack.EnvChannel, "C1", slack.EnvAPIURL, "slack.test")); err == nil || !strings.Contains(err.Error(), slack.EnvAPIURL) {
 		t.Errorf("a relative API URL: %v", err)
 	}
-	c, err := slack.FromEnv(env(slack.EnvBotToken, token, slack.EnvSigningSecret, " s ", slack.EnvChannel, "C1"))
-	if err != nil || c.BotToken != token || c.SigningSecret != "s" || c.Channel != "C1" {
+	all := []string{slack.EnvBotToken, token, slack.EnvSigningSecret, " s ", slack.EnvChannel, "C1"}
+	if _, err := slack.FromEnv(env(all...)); err == nil || !strings.Contains(err.Error(), slack.EnvProject) {
+		t.Errorf("no project: %v; want a refusal naming %s", err, slack.EnvProject)
+	}
+	if _, err := slack.FromEnv(env(append(all, slack.EnvProject, "prj_1,prj_2")...)); err == nil || !strings.Contains(err.Error(), slack.EnvProject) {
+		t.Errorf("two projects: %v; want a refusal naming %s", err, slack.EnvProject)
+	}
+	if _, err := slack.FromEnv(env(slack.EnvProject, "prj_1")); err == nil || !strings.Contains(err.Error(), slack.EnvBotToken) {
+		t.Errorf("a project alone: %v; want a refusal naming what is missing", err)
+	}
+	c, err := slack.FromEnv(env(append(all, slack.EnvProject, " prj_1 ")...))
+	if err != nil || c.BotToken != token || c.SigningSecret != "s" || c.Channel != "C1" || c.Project != "prj_1" {
 		t.Errorf("all set: %+v %v", c, err)
+	}
+	// stead dev fills in its own project; New refuses a Config without one.
+	c, err = slack.FromEnvLocal(env(all...))
+	if err != nil || c.Project != "" {
+		t.Fatalf("FromEnvLocal without a project: %+v %v", c, err)
+	}
+	c.Store = &fakeStore{}
+	if _, err := slack.New(*c); err == nil || !strings.Contains(err.Error(), slack.EnvProject) {
+		t.Errorf("New without a project: %v; want a refusal naming %s", err, slack.EnvProject)
+	}
+	if _, err := slack.FromEnvLocal(env(slack.EnvBotToken, "xoxp-user", slack.EnvSigningSecret, "s", slack.EnvChannel, "C1")); err == nil || !strings.Contains(err.Error(), slack.EnvBotToken) {
+		t.Errorf("FromEnvLocal, a user token: %v", err)
+	}
+}
+
+// TestOtherProject: the app serves one project. Another project's
+// approval makes no delivery, and a delivery of it (made before the
+// setting changed) is refused for good without a call to Slack.
+func TestOtherProject(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := pending("o1", `{"orderId":"o-1"}`)
+	a.ProjectID = "prj_other"
+	f.store.put(a)
+	if f.app.Serves("prj_other") || !f.app.Serves("prj_1") {
+		t.Fatalf("Serves: prj_other %v, prj_1 %v; want false, true", f.app.Serves("prj_other"), f.app.Serves("prj_1"))
+	}
+	for _, typ := range []string{"approval.requested", "approval.approved"} {
+		if ds := f.deliveries(t, typ, 3, a); len(ds) != 0 {
+			t.Errorf("%s of another project makes %d Slack deliveries, want none", typ, len(ds))
+		}
+	}
+	body, _ := json.Marshal(map[string]string{"approvalId": a.ID})
+	d := store.Delivery{ID: "dlv_x", ProjectID: "prj_other", RunID: a.RunID, Seq: 3, Type: "approval.requested", Channel: slack.Name, EndpointID: "slack:" + channel, Body: body}
+	att, final := f.app.Send(context.Background(), d)
+	if !final || att.Status == http.StatusOK || !strings.Contains(att.Error, "prj_other") {
+		t.Errorf("send of another project's delivery: %+v final %v; want a final refusal naming the project", att, final)
+	}
+	if ms := f.slack.Messages(); len(ms) != 0 {
+		t.Errorf("Slack got %d messages of another project, want none: %+v", len(ms), ms)
 	}
 }
 
