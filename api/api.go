@@ -19,6 +19,7 @@
 // Routes (all JSON unless said otherwise):
 //
 //	GET    /healthz                               no credential
+//	PATCH  /v1/me/notifications                   owner, developer, approver, viewer (their own member's)
 //	POST   /v1/deployments                        owner, developer
 //	GET    /v1/deployments                        owner, developer
 //	GET    /v1/agents                             owner, developer
@@ -220,6 +221,7 @@ func (s *Server) untilClosing(ctx context.Context) (context.Context, context.Can
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.handle("GET /v1/me", anyOf(approvals.ReadOwnRuns, approvals.ReadApprovals), s.me)
+	s.handle("PATCH /v1/me/notifications", anyOf(approvals.ManageOwnSettings), s.updateMyNotifications)
 
 	s.handle("POST /v1/deployments", anyOf(approvals.Deploy), s.createDeployment)
 	s.handle("GET /v1/deployments", anyOf(approvals.ReadDeployments), s.listDeployments)
@@ -394,12 +396,26 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// me says who the credential is: its project, role and key (or end user).
+// me says who the credential is: its project, role and key (or end user),
+// and, for a key, its member's notification settings.
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c *caller) error {
-	writeJSON(w, http.StatusOK, meResponse{
+	out := meResponse{
 		ProjectID: c.actor.ProjectID, Role: string(c.actor.Role), ID: c.actor.ID,
 		KeyName: c.key.Name, MemberID: c.key.MemberID, MemberName: c.key.MemberName, EndUserID: c.actor.EndUserID,
-	})
+	}
+	if c.actor.Role.May(approvals.ManageOwnSettings) {
+		m, err := s.myMember(r, c)
+		var e *Error
+		switch {
+		case errors.As(err, &e) && e.Status == http.StatusConflict:
+			// No member's: who the credential is still answers.
+		case err != nil:
+			return err
+		default:
+			out.Notify = notificationsOf(m.Notify)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -412,6 +428,9 @@ type meResponse struct {
 	MemberID   string `json:"memberId,omitempty"`
 	MemberName string `json:"memberName,omitempty"`
 	EndUserID  string `json:"endUserId,omitempty"`
+	// Notify are the member's notification settings (PATCH
+	// /v1/me/notifications changes them).
+	Notify *NotifySettings `json:"notify,omitempty"`
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }

@@ -117,6 +117,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return w.request("POST", "/v1/agents/plain/runs", c, map[string]any{"endUserId": "alice"})
 		}, [8]int{202, 202, 403, 401, 401, 202, 403, 403}},
 		{"GET /v1/me", get("/v1/me"), [8]int{200, 200, 200, 401, 401, 200, 200, 200}},
+		{"PATCH /v1/me/notifications", func(c string) *http.Request {
+			return w.request("PATCH", "/v1/me/notifications", c, map[string]any{"email": "requests"})
+		}, [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
 		{"GET /v1/runs", get("/v1/runs"), [8]int{200, 200, 200, 401, 401, 200, 403, 200}},
 		{"GET /v1/runs/{id}", get("/v1/runs/" + f.aliceRun.ID), [8]int{200, 200, 200, 401, 401, 404, 200, 200}},
 		{"GET /v1/runs/{id} (another end user's)", get("/v1/runs/" + f.bobRun.ID), [8]int{200, 200, 404, 401, 401, 404, 404, 200}},

@@ -25,6 +25,9 @@ type Member struct {
 	// Chat are the member's linked chat accounts (Slack: team and user
 	// id), shown to those who manage members.
 	Chat []ChatIdentity `json:"chat,omitempty"`
+	// Notify are the member's notification settings, shown to those who
+	// manage members (and to the member, in GET /v1/me).
+	Notify *NotifySettings `json:"notify,omitempty"`
 	// Keys are the member's keys (never their secrets), in GET
 	// /v1/members/{id}.
 	Keys []APIKey `json:"keys,omitempty"`
@@ -42,6 +45,45 @@ type ChatIdentity struct {
 	User string `json:"user"`
 }
 
+// NotifySettings are a member's notification settings: {"email": "all"}.
+// Email is which approval mail the member gets: "all" (every approval they
+// may decide, with its reminders, escalations and expiry warnings; the
+// default), "requests" (each approval's request only) or "none". Slack
+// messages go to a channel and are not affected.
+type NotifySettings struct {
+	Email string `json:"email"`
+}
+
+func notificationsOf(n store.MemberNotify) *NotifySettings {
+	return &NotifySettings{Email: string(n.EmailSetting())}
+}
+
+// notificationsRequest changes notification settings: the fields it sets.
+type notificationsRequest struct {
+	Email *string `json:"email"`
+}
+
+// apply sets onto n what the request sets; field prefixes the
+// names in its problems ("notify." in PATCH /v1/members/{id}).
+func (req notificationsRequest) apply(n store.MemberNotify, field string) (store.MemberNotify, []FieldProblem) {
+	if req.Email != nil {
+		l := store.EmailLevel(*req.Email)
+		if *req.Email == "" || !l.Valid() {
+			return n, []FieldProblem{{Field: field + "email", Message: fmt.Sprintf("must be %s (got %q)", quotedLevels(), *req.Email)}}
+		}
+		n.Email = l
+	}
+	return n, nil
+}
+
+func quotedLevels() string {
+	q := make([]string, len(store.EmailLevels))
+	for i, l := range store.EmailLevels {
+		q[i] = fmt.Sprintf("%q", l)
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
 // MemberList is GET /v1/members.
 type MemberList struct {
 	Members []Member `json:"members"`
@@ -55,15 +97,17 @@ func memberOf(m store.Member) Member {
 	for _, c := range m.Chat {
 		out.Chat = append(out.Chat, ChatIdentity(c))
 	}
+	out.Notify = notificationsOf(m.Notify)
 	return out
 }
 
 // memberFor is m as the caller may see it: names and roles to whoever may
-// read members, emails and chat accounts only to those who manage them.
+// read members, emails, chat accounts and notification settings only to
+// those who manage them.
 func memberFor(c *caller, m store.Member) Member {
 	out := memberOf(m)
 	if !c.actor.Role.May(approvals.ManageKeys) {
-		out.Email, out.Chat = "", nil
+		out.Email, out.Chat, out.Notify = "", nil, nil
 	}
 	return out
 }
@@ -75,6 +119,9 @@ type memberRequest struct {
 	// Chat, when set, replaces the member's chat accounts ([] unlinks
 	// them all).
 	Chat *[]ChatIdentity `json:"chat"`
+	// Notify, when set, changes the member's notification settings: the
+	// fields it names.
+	Notify *notificationsRequest `json:"notify"`
 	// Key, on create, also creates a key for the member; KeyName names it.
 	Key     bool   `json:"key"`
 	KeyName string `json:"keyName"`
@@ -271,8 +318,8 @@ func (s *Server) getMember(w http.ResponseWriter, r *http.Request, c *caller) er
 	return nil
 }
 
-// updateMember: PATCH /v1/members/{id} {name?, email?, role?, chat?} → the
-// member. A new name or role reaches the member's keys at once. chat
+// updateMember: PATCH /v1/members/{id} {name?, email?, role?, chat?,
+// notify?} → the member. A new name or role reaches the member's keys at once. chat
 // replaces the member's linked chat accounts: [{"kind": "slack", "team":
 // "T…", "user": "U…"}] links a Slack user, whose clicks then decide as the
 // member; [] unlinks. A Slack user already linked to another member is a
@@ -305,6 +352,12 @@ func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, c *caller)
 			return err
 		}
 	}
+	if req.Notify != nil {
+		var problems []FieldProblem
+		if m.Notify, problems = req.Notify.apply(m.Notify, "notify."); len(problems) > 0 {
+			return invalid(problems...)
+		}
+	}
 	m.UpdatedAt = s.now()
 	m, err = s.store.UpdateMember(r.Context(), m)
 	if err := memberError(err, m.ID, "change its role"); err != nil {
@@ -312,6 +365,45 @@ func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, c *caller)
 	}
 	writeJSON(w, http.StatusOK, memberOf(m))
 	return nil
+}
+
+// updateMyNotifications: PATCH /v1/me/notifications {email?} → the
+// caller's notification settings. Any key's: each belongs to a member,
+// whose settings these are.
+func (s *Server) updateMyNotifications(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req notificationsRequest
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	if _, problems := req.apply(store.MemberNotify{}, ""); len(problems) > 0 {
+		return invalid(problems...)
+	}
+	m, err := s.myMember(r, c)
+	if err != nil {
+		return err
+	}
+	if m.Notify, _ = req.apply(m.Notify, ""); req.Email != nil {
+		m.UpdatedAt = s.now()
+		m, err = s.store.UpdateMember(r.Context(), m)
+		if err := memberError(err, m.ID, ""); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, notificationsOf(m.Notify))
+	return nil
+}
+
+// myMember is the member the caller's key belongs to; a 409 for a credential
+// that is no member's.
+func (s *Server) myMember(r *http.Request, c *caller) (store.Member, error) {
+	if c.kind != keyCred || c.key.MemberID == "" {
+		return store.Member{}, conflict("this credential belongs to no member, so it has no notification settings; use a member's API key (stead keys create --member ID)")
+	}
+	m, err := s.store.GetMember(r.Context(), c.actor.ProjectID, c.key.MemberID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && m.Removed()) {
+		return store.Member{}, conflict("member %s of this key is no longer in the project; use another member's key", c.key.MemberID)
+	}
+	return m, err
 }
 
 // removeMember: DELETE /v1/members/{id} → the removed member. Its keys are

@@ -195,3 +195,82 @@ func TestCustomerSeesANoteOnlyWhenTheToolSaysSo(t *testing.T) {
 		t.Errorf("the customer's approval.denied lacks the note: %+v", seen.Events)
 	}
 }
+
+// A member chooses their own email notifications (PATCH
+// /v1/me/notifications), GET /v1/me shows them, and an owner sets anyone's
+// through PATCH /v1/members/{id}; a bad level is refused naming the
+// field, and changes nothing.
+func TestMemberNotifications(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	var ana api.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "email": "ana@example.com", "role": "approver", "key": true}), 201).decode(&ana)
+	key := ana.Key.Key
+	type me struct {
+		MemberID string              `json:"memberId"`
+		Notify   *api.NotifySettings `json:"notify"`
+	}
+	myEmail := func(cred string) string {
+		t.Helper()
+		var m me
+		w.must(w.do("GET", "/v1/me", cred, nil), 200).decode(&m)
+		if m.Notify == nil {
+			t.Fatalf("GET /v1/me shows no notification settings")
+		}
+		return m.Notify.Email
+	}
+	if got := myEmail(key); got != "all" {
+		t.Errorf("a new member's email setting is %q, want all", got)
+	}
+
+	var set api.NotifySettings
+	w.must(w.do("PATCH", "/v1/me/notifications", key, map[string]any{"email": "requests"}), 200).decode(&set)
+	if set.Email != "requests" || myEmail(key) != "requests" {
+		t.Errorf("after PATCH /v1/me/notifications: answered %q, GET /v1/me says %q; want requests", set.Email, myEmail(key))
+	}
+	var got api.Member
+	w.must(w.do("GET", "/v1/members/"+ana.ID, w.owner, nil), 200).decode(&got)
+	if got.Notify == nil || got.Notify.Email != "requests" {
+		t.Errorf("the owner reads Ana's settings as %+v, want requests", got.Notify)
+	}
+	var asApprover api.Member
+	w.must(w.do("GET", "/v1/members/"+ana.ID, key, nil), 200).decode(&asApprover)
+	if asApprover.Notify != nil {
+		t.Errorf("an approver reads a member's settings: %+v", asApprover.Notify)
+	}
+
+	for _, bad := range []string{"weekly", "", "ALL"} {
+		refused(t, w.do("PATCH", "/v1/me/notifications", key, map[string]any{"email": bad}), "email", `must be "all", "requests" or "none"`)
+		refused(t, w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"notify": map[string]any{"email": bad}}), "notify.email", `must be "all", "requests" or "none"`)
+	}
+	refused(t, w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"notify": map[string]any{"mail": "none"}}), "notify.mail", "")
+	if got := myEmail(key); got != "requests" {
+		t.Errorf("refused changes left %q, want requests", got)
+	}
+
+	// An owner sets it for her; other fields stay.
+	got = api.Member{}
+	w.must(w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"notify": map[string]any{"email": "none"}}), 200).decode(&got)
+	if got.Notify == nil || got.Notify.Email != "none" || got.Email != "ana@example.com" || got.Role != "approver" || myEmail(key) != "none" {
+		t.Errorf("after the owner's PATCH: %+v (Ana's GET /v1/me says %q)", got, myEmail(key))
+	}
+	// An empty body changes nothing and answers the settings.
+	w.must(w.do("PATCH", "/v1/me/notifications", key, map[string]any{}), 200).decode(&set)
+	if set.Email != "none" {
+		t.Errorf("PATCH {} answered %q, want none", set.Email)
+	}
+
+	// The bootstrap owner's key is a member of its own (an older key): its
+	// first change stores that member.
+	w.must(w.do("PATCH", "/v1/me/notifications", w.owner, map[string]any{"email": "requests"}), 200)
+	if got := myEmail(w.owner); got != "requests" {
+		t.Errorf("the owner's setting is %q, want requests", got)
+	}
+	// A customer token is no member's.
+	w.must(w.do("PATCH", "/v1/me/notifications", w.customer, map[string]any{"email": "none"}), 403)
+	var cust me
+	w.must(w.do("GET", "/v1/me", w.customer, nil), 200).decode(&cust)
+	if cust.Notify != nil {
+		t.Errorf("a customer token has notification settings: %+v", cust.Notify)
+	}
+}

@@ -43,14 +43,17 @@ const (
 	// Owners only: an endpoint chooses where the project's events (and,
 	// with includeInput, tools' inputs) are sent, and its log holds them.
 	ManageWebhooks Permission = "manage-webhooks"
+	// ManageOwnSettings: read and change one's own notification settings.
+	// Every key role: each key belongs to a member.
+	ManageOwnSettings Permission = "manage-own-settings"
 )
 
 // grants is the authorization matrix: what each role may do.
 var grants = map[Role][]Permission{
-	RoleOwner:     {ManageKeys, ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker, ManageWebhooks},
-	RoleDeveloper: {ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker},
-	RoleApprover:  {ReadMembers, ReadApprovalRuns, ReadApprovals, Decide},
-	RoleViewer:    {ReadMembers, ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals},
+	RoleOwner:     {ManageKeys, ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker, ManageWebhooks, ManageOwnSettings},
+	RoleDeveloper: {ReadMembers, Deploy, ReadDeployments, RunAgents, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, Decide, UseBroker, ManageOwnSettings},
+	RoleApprover:  {ReadMembers, ReadApprovalRuns, ReadApprovals, Decide, ManageOwnSettings},
+	RoleViewer:    {ReadMembers, ReadDeployments, ReadRuns, ReadOwnRuns, ReadApprovalRuns, ReadApprovals, ManageOwnSettings},
 	RoleCustomer:  {ReadOwnRuns},
 	RoleRun:       {UseBroker},
 	RoleSystem:    {ReadRuns, ReadOwnRuns},

@@ -119,17 +119,17 @@ func TestMessages(t *testing.T) {
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	perms := []approvals.Permission{approvals.ManageKeys, approvals.ReadMembers, approvals.Deploy, approvals.ReadDeployments, approvals.RunAgents,
-		approvals.ReadRuns, approvals.ReadOwnRuns, approvals.ReadApprovalRuns, approvals.ReadApprovals, approvals.Decide, approvals.UseBroker, approvals.ManageWebhooks}
+		approvals.ReadRuns, approvals.ReadOwnRuns, approvals.ReadApprovalRuns, approvals.ReadApprovals, approvals.Decide, approvals.UseBroker, approvals.ManageWebhooks, approvals.ManageOwnSettings}
 	// One letter per permission above: y may, . may not.
 	want := map[approvals.Role]string{
-		approvals.RoleOwner:     "yyyyyyyyyyyy",
-		approvals.RoleDeveloper: ".yyyyyyyyyy.",
-		approvals.RoleApprover:  ".y.....yyy..",
-		approvals.RoleViewer:    ".y.y.yyyy...",
-		approvals.RoleCustomer:  "......y.....",
-		approvals.RoleRun:       "..........y.",
-		approvals.RoleSystem:    ".....yy.....",
-		approvals.Role("admin"): "............",
+		approvals.RoleOwner:     "yyyyyyyyyyyyy",
+		approvals.RoleDeveloper: ".yyyyyyyyyy.y",
+		approvals.RoleApprover:  ".y.....yyy..y",
+		approvals.RoleViewer:    ".y.y.yyyy...y",
+		approvals.RoleCustomer:  "......y......",
+		approvals.RoleRun:       "..........y..",
+		approvals.RoleSystem:    ".....yy......",
+		approvals.Role("admin"): ".............",
 	}
 	for role, row := range want {
 		for i, p := range perms {

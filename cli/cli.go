@@ -133,6 +133,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.approveCommand(),
 		a.denyCommand(),
 		a.membersCommand(),
+		a.notificationsCommand(),
 		a.webhooksCommand(),
 		a.rulesCommand(),
 		a.groupsCommand(),

@@ -58,3 +58,38 @@ func TestMembers(t *testing.T) {
 		t.Errorf("a bad role: %s", r)
 	}
 }
+
+// TestNotifications: stead notifications shows the caller's email setting,
+// --email sets it (the API then mails accordingly), a bad level is a
+// usage error; --json prints the settings.
+func TestNotifications(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	r := s.mustCLI("members", "add", "Ana Diaz", "--email", "ana@example.com", "--role", "approver", "--key")
+	key := regexp.MustCompile(`stk_[0-9a-z]+`).FindString(r.stdout)
+	id := regexp.MustCompile(`mem_[0-9a-z]+`).FindString(r.stdout)
+	ana := cliEnv{EnvKey: key}
+	if r := s.run(ana, "notifications"); r.code != 0 || r.stdout != "email: all (every approval you may decide, with its reminders, escalations and expiry warnings)\n" {
+		t.Errorf("notifications: %s", r)
+	}
+	if r := s.run(ana, "notifications", "--email", "requests"); r.code != 0 || r.stdout != "email set to requests (each approval's request only)\n" {
+		t.Errorf("notifications --email requests: %s", r)
+	}
+	if r := s.run(ana, "--json", "notifications"); r.code != 0 || jsonField(t, r.stdout, "email") != "requests" {
+		t.Errorf("notifications --json: %s", r)
+	}
+	if r := s.mustCLI("--json", "members", "show", id); !strings.Contains(r.stdout, `"email": "requests"`) {
+		t.Errorf("the owner does not see Ana's setting: %s", r.stdout)
+	}
+	for _, bad := range []string{"weekly", ""} {
+		if r := s.run(ana, "notifications", "--email", bad); r.code != 2 || !strings.Contains(r.stderr, "--email must be all, requests or none") {
+			t.Errorf("notifications --email %q: %s", bad, r)
+		}
+	}
+	if r := s.run(ana, "--json", "notifications", "--email", "none"); r.code != 0 || jsonField(t, r.stdout, "email") != "none" {
+		t.Errorf("notifications --json --email none: %s", r)
+	}
+	if r := s.run(ana, "notifications"); !strings.HasPrefix(r.stdout, "email: none (no mail)") {
+		t.Errorf("notifications after none: %s", r)
+	}
+}

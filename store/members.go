@@ -42,6 +42,8 @@ type Member struct {
 	Role approvals.Role `json:"role"`
 	// Chat are the member's chat identities, for notifications.
 	Chat []ChatIdentity `json:"chat,omitempty"`
+	// Notify are the member's notification settings.
+	Notify MemberNotify `json:"notify,omitzero"`
 	// Version is 1 for a new member and increments with every write;
 	// UpdateMember is conditional on it.
 	Version   int64     `json:"version"`
@@ -60,11 +62,44 @@ type ChatIdentity struct {
 	User string `json:"user"`
 }
 
+// MemberNotify are a member's notification settings. They are about what
+// is sent to the member: a channel that posts to a shared place (a Slack
+// channel) does not read them.
+type MemberNotify struct {
+	// Email is which mail the member gets about approvals they may decide:
+	// one of EmailLevels; empty is EmailAll.
+	Email EmailLevel `json:"email,omitempty"`
+}
+
+// EmailLevel is how much mail a member gets (MemberNotify.Email).
+type EmailLevel string
+
+// The email levels.
+const (
+	// EmailAll: every approval the member may decide, with its reminders,
+	// escalations and expiry warnings. The default.
+	EmailAll EmailLevel = "all"
+	// EmailRequests: the request of each approval only.
+	EmailRequests EmailLevel = "requests"
+	// EmailNone: no mail.
+	EmailNone EmailLevel = "none"
+)
+
+// EmailLevels are the levels MemberNotify.Email may have (or be empty).
+var EmailLevels = []EmailLevel{EmailAll, EmailRequests, EmailNone}
+
+// Valid reports whether l is one of EmailLevels, or empty (EmailAll).
+func (l EmailLevel) Valid() bool { return l == "" || slices.Contains(EmailLevels, l) }
+
+// EmailSetting is n.Email, or EmailAll when it is empty.
+func (n MemberNotify) EmailSetting() EmailLevel { return cmp.Or(n.Email, EmailAll) }
+
 // Removed reports whether the member was removed from its project.
 func (m Member) Removed() bool { return !m.RemovedAt.IsZero() }
 
 // Validate refuses a member no backend may write: without id, project or
-// name, with a role no key may have, or with an incomplete chat identity.
+// name, with a role no key may have, with an incomplete chat identity, or
+// with an email level not one of EmailLevels.
 func (m Member) Validate() error {
 	switch {
 	case m.ID == "" || m.ProjectID == "":
@@ -73,6 +108,8 @@ func (m Member) Validate() error {
 		return fmt.Errorf("member %s: a name is required", m.ID)
 	case !m.Role.IsKeyRole():
 		return fmt.Errorf("member %s: role %q is not one of %v", m.ID, m.Role, approvals.KeyRoles)
+	case !m.Notify.Email.Valid():
+		return fmt.Errorf("member %s: email notifications %q are not one of %v", m.ID, m.Notify.Email, EmailLevels)
 	}
 	for i, c := range m.Chat {
 		if c.Kind == "" || c.Team == "" || c.User == "" {
@@ -124,7 +161,8 @@ func (m Member) ValidateUpdate() error {
 }
 
 // Updated returns cur, a member as stored, changed by the update m
-// (UpdateMember): m's name, email, role, chat and UpdatedAt, at the next
+// (UpdateMember): m's name, email, role, chat, notification settings and
+// UpdatedAt, at the next
 // version. ErrNotFound if cur is removed, ErrConflict if m.Version is not
 // cur's.
 func (cur Member) Updated(m Member) (Member, error) {
@@ -136,6 +174,7 @@ func (cur Member) Updated(m Member) (Member, error) {
 	}
 	next := cur
 	next.Name, next.Email, next.Role, next.Chat, next.UpdatedAt = m.Name, m.Email, m.Role, m.Chat, m.UpdatedAt
+	next.Notify = m.Notify
 	next.Version++
 	return next, nil
 }

@@ -646,6 +646,13 @@ test("members and groups: the owner adds, changes and removes members and manage
   assert.equal(await reader.getByRole("heading", { name: "Add a member" }).count(), 0);
   assert.equal(await reader.getByRole("button", { name: /^Remove/ }).count(), 0);
   assert.equal(await reader.getByText("ana@example.com").count(), 0, "an approver sees emails");
+  // Her own email setting: all by default; requests only once she saves it.
+  const mine = reader.locator("form", { has: reader.getByRole("heading", { name: "My notifications" }) });
+  assert.equal(await mine.getByLabel("Email about approvals").inputValue(), "all");
+  await mine.getByLabel("Email about approvals").selectOption("requests");
+  await mine.getByRole("button", { name: "Save" }).click();
+  await mine.getByText("Saved.").waitFor();
+  assert.equal((await asKey(stead, ana.key, "GET", "/v1/me")).doc.notify.email, "requests");
   await reader.getByRole("link", { name: "Groups", exact: true }).click();
   await reader.locator('article.group[data-group="finance"]').getByText("Ana Diaz").waitFor();
   assert.equal(await reader.getByRole("heading", { name: "Create a group" }).count(), 0);

@@ -6,7 +6,9 @@
 // Who gets mail (Recipients): the project's members who are not removed,
 // have an email address and a role that may decide (approvals.Decide); for
 // an approval with requirements, only its eligible voters; never the
-// member the approval is separated from.
+// member the approval is separated from. Of those, each gets the mail
+// their notification settings ask for (Wants, store.MemberNotify): every
+// Mailed event, the requests only, or none.
 //
 // A delivery's Body is the rendered Message, so every try (the Notifier's
 // retry schedule) sends the same mail with the same Message-ID. SMTP reply
@@ -113,7 +115,7 @@ func (c *Channel) Deliveries(ctx context.Context, run store.Run, ev store.Event,
 	if err != nil {
 		return nil, fmt.Errorf("list members of %s: %w", a.ProjectID, err)
 	}
-	to := Recipients(a, members)
+	to := slices.DeleteFunc(Recipients(a, members), func(m store.Member) bool { return !Wants(m, ev.Type) })
 	if len(to) == 0 {
 		return nil, nil
 	}
@@ -146,6 +148,20 @@ func (c *Channel) Deliveries(ctx context.Context, run store.Run, ev store.Event,
 		out = append(out, store.Delivery{ID: notify.MessageID(ep, run.ID, ev.Seq), EndpointID: ep, Body: body})
 	}
 	return out, nil
+}
+
+// Wants reports whether member m's settings (m.Notify.Email) ask for mail
+// about an event of type eventType, one of Mailed: every one for
+// store.EmailAll (and when unset), approval.requested only for
+// store.EmailRequests, none for store.EmailNone.
+func Wants(m store.Member, eventType string) bool {
+	switch m.Notify.EmailSetting() {
+	case store.EmailAll:
+		return true
+	case store.EmailRequests:
+		return eventType == "approval.requested"
+	}
+	return false
 }
 
 // Recipients are the members of a's project to mail about a, in the order

@@ -372,3 +372,79 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("New: %v", err)
 	}
 }
+
+// TestNotifySettings: a member's email setting chooses their mail. Ana
+// (unset: all) gets the request and its reminder; Bo ("requests") the
+// request only; Ed ("none") nothing, though he may decide. What is sent
+// is what arrives in mailpit.
+func TestNotifySettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := setup(t, email.Config{}, mailpit.Options{})
+	w.st.members = slices.Clone(members)
+	for i, m := range w.st.members {
+		switch m.ID {
+		case "mem_bo":
+			w.st.members[i].Notify.Email = store.EmailRequests
+		case "mem_ed":
+			w.st.members[i].Notify.Email = store.EmailNone
+		}
+	}
+	open := pending()
+	open.SeparateFrom = "" // Ed, the requester, may decide too
+	w.st.set(open)
+	reminder := request
+	reminder.Type, reminder.Seq = "approval.reminder", 5
+	for _, tc := range []struct {
+		ev   store.Event
+		want []string
+	}{
+		{request, []string{"email:mem_ana", "email:mem_bo"}},
+		{reminder, []string{"email:mem_ana"}},
+	} {
+		ds, err := w.ch.Deliveries(ctx, run, tc.ev, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.EndpointID)
+			if a, final := w.ch.Send(ctx, d); a.Status != 250 || final {
+				t.Fatalf("send %s: %+v final %v", d.EndpointID, a, final)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s mails %v, want %v", tc.ev.Type, got, tc.want)
+		}
+	}
+	var to []string
+	for _, m := range w.mp.WaitFor(t, 3) {
+		to = append(to, m.To[0].Address)
+	}
+	slices.Sort(to)
+	if want := []string{"ana@example.com", "ana@example.com", "bo@example.com"}; !slices.Equal(to, want) {
+		t.Errorf("mailpit received mail to %v, want %v", to, want)
+	}
+}
+
+func TestWants(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		level store.EmailLevel
+		want  map[string]bool
+	}{
+		{"", map[string]bool{"approval.requested": true, "approval.reminder": true, "approval.escalated": true, "approval.expiring": true}},
+		{store.EmailAll, map[string]bool{"approval.requested": true, "approval.reminder": true, "approval.escalated": true, "approval.expiring": true}},
+		{store.EmailRequests, map[string]bool{"approval.requested": true}},
+		{store.EmailNone, map[string]bool{}},
+		{"weekly", map[string]bool{}}, // refused by Member.Validate; mails nothing if met
+	} {
+		m := member("mem_ana", "Ana Diaz", "ana@example.com", approvals.RoleApprover)
+		m.Notify.Email = tc.level
+		for _, typ := range email.Mailed {
+			if got := email.Wants(m, typ); got != tc.want[typ] {
+				t.Errorf("Wants(%q, %s) = %v, want %v", tc.level, typ, got, tc.want[typ])
+			}
+		}
+	}
+}

@@ -79,6 +79,7 @@ func testMemberCreateGetList(t *testing.T, s store.Store) {
 	m3 := member("p1", "mem_3", approvals.RoleOwner, at(3*time.Minute))
 	m1 := member("p1", "mem_1", approvals.RoleApprover, at(time.Minute))
 	m1.Version = 7 // the store starts every member at 1
+	m1.Notify = store.MemberNotify{Email: store.EmailNone}
 	m2 := member("p1", "mem_2", approvals.RoleViewer, at(2*time.Minute))
 	m2.Email, m2.Chat = "", nil
 	for _, m := range []store.Member{m3, m1, m2, member("p2", "mem_9", approvals.RoleOwner, t0)} {
@@ -102,11 +103,12 @@ func testMemberCreateGetList(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "get an unknown member")
 
 	for name, bad := range map[string]func(m *store.Member){
-		"without a name":   func(m *store.Member) { m.Name = " " },
-		"with a bad role":  func(m *store.Member) { m.Role = approvals.RoleCustomer },
-		"without a role":   func(m *store.Member) { m.Role = "" },
-		"removed":          func(m *store.Member) { m.RemovedAt = t0 },
-		"with a half chat": func(m *store.Member) { m.Chat = []store.ChatIdentity{{Kind: "slack", User: "U1"}} },
+		"without a name":         func(m *store.Member) { m.Name = " " },
+		"with a bad role":        func(m *store.Member) { m.Role = approvals.RoleCustomer },
+		"without a role":         func(m *store.Member) { m.Role = "" },
+		"removed":                func(m *store.Member) { m.RemovedAt = t0 },
+		"with a half chat":       func(m *store.Member) { m.Chat = []store.ChatIdentity{{Kind: "slack", User: "U1"}} },
+		"with a bad email level": func(m *store.Member) { m.Notify.Email = "weekly" },
 	} {
 		m := member("p1", "mem_bad", approvals.RoleDeveloper, t0)
 		bad(&m)
@@ -174,6 +176,7 @@ func testMemberUpdate(t *testing.T, s store.Store) {
 
 	up := ana
 	up.Name, up.Email, up.Role = "Ana Diaz", "", approvals.RoleOwner
+	up.Notify = store.MemberNotify{Email: store.EmailRequests}
 	up.Chat = []store.ChatIdentity{{Kind: "slack", Team: "T1", User: "U1"}, {Kind: "slack", Team: "T2", User: "U9"}}
 	up.ID, up.ProjectID = "mem_ana", "p1"
 	up.CreatedAt, up.UpdatedAt = at(time.Hour), at(2*time.Minute) // CreatedAt is kept as stored
@@ -200,6 +203,7 @@ func testMemberUpdate(t *testing.T, s store.Store) {
 	got, err = s.UpdateMember(ctx, up)
 	noErr(t, err, "update with the current version")
 	eq(t, got.Version, int64(3), "version after a second update")
+	eq(t, got.Notify.Email, store.EmailRequests, "email notifications kept by an update that sends them again")
 	eq(t, keyByHash(t, s, k1).Role, approvals.RoleViewer, "role of k1 after the second update")
 
 	foreign := up
@@ -215,6 +219,11 @@ func testMemberUpdate(t *testing.T, s store.Store) {
 	if _, err := s.UpdateMember(ctx, bad); err == nil {
 		t.Fatal("update a member to no name: no error")
 	}
+	bad.Name, bad.Notify.Email = "Ana Diaz", "weekly"
+	if _, err := s.UpdateMember(ctx, bad); err == nil {
+		t.Fatal("update a member to email notifications \"weekly\": no error")
+	}
+	eq(t, getMember(t, s, "p1", "mem_ana").Notify.Email, store.EmailRequests, "email notifications after a refused update")
 	eq(t, getMember(t, s, "p1", "mem_ana").Version, int64(3), "version after refused updates")
 
 	_, err = s.RemoveMember(ctx, "p1", "mem_ana", at(time.Hour))

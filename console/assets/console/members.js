@@ -1,6 +1,7 @@
 // Members: the people of the project, their roles and (for owners) their
 // emails and keys. Owners add members (optionally with a first key, shown
-// once), change roles and remove members; everyone else reads.
+// once), change roles and remove members; everyone else reads. Every
+// member chooses here which approval mail they get (My notifications).
 
 import { h, replace, alertBox, showError, showMessage, field, showFieldErrors } from "./dom.js";
 import { get, post, patch, del, enc } from "./api.js";
@@ -20,6 +21,7 @@ export function membersView(ctx) {
       ? "The people of this project. Each API key belongs to one member; traces and approvals name the member. Groups of members are the approvers stead.json asks for."
       : "The people of this project and their roles. Only owners add, change and remove members."),
     err,
+    myNotificationsForm(ctx),
     manage ? addMemberForm(ctx, () => load()) : null,
     list);
 
@@ -141,6 +143,49 @@ function memberRow(ctx, m, { manage, keys, reload }) {
 
   row.append(roleCell, h("td", { text: m.email || "—" }), keysCell, status, actions);
   return row;
+}
+
+// EMAIL_LEVELS are the email settings a member may choose (PATCH
+// /v1/me/notifications), with what each mails.
+const EMAIL_LEVELS = [
+  { id: "all", text: "All — every approval I may decide, with reminders, escalations and expiry warnings" },
+  { id: "requests", text: "Requests only — each approval's request, no reminders" },
+  { id: "none", text: "None — no mail" },
+];
+
+// myNotificationsForm is the signed-in member's own email setting (GET
+// /v1/me says it). Slack posts to a channel and is not affected.
+function myNotificationsForm(ctx) {
+  if (!ctx.me || !ctx.me.notify) return null;
+  const select = h("select", { id: "my-email" }, EMAIL_LEVELS.map((l) => h("option", { value: l.id, text: l.text })));
+  select.value = ctx.me.notify.email;
+  const email = field("email", "Email about approvals", select, { help: "Slack messages go to a channel and are not affected." });
+  const err = alertBox();
+  const done = h("p", { class: "small", attrs: { role: "status", "aria-live": "polite" } });
+  const save = h("button", { type: "submit", class: "btn", text: "Save", disabled: true });
+  select.addEventListener("change", () => {
+    save.disabled = select.value === ctx.me.notify.email;
+    done.textContent = "";
+  });
+  const form = h("form", { class: "card form", attrs: { "aria-labelledby": "my-notifications-title", novalidate: true }, on: { submit: onSubmit } },
+    h("h2", { id: "my-notifications-title", class: "form__title", text: "My notifications" }),
+    email.el, err, h("div", { class: "actions" }, save, done));
+
+  async function onSubmit(ev) {
+    ev.preventDefault();
+    save.disabled = true;
+    showFieldErrors(err, [email], null);
+    try {
+      const n = await patch("/v1/me/notifications", { email: select.value });
+      ctx.me.notify = n;
+      select.value = n.email;
+      done.textContent = "Saved.";
+    } catch (e) {
+      showFieldErrors(err, [email], e, { fallback: "email" });
+      save.disabled = false;
+    }
+  }
+  return form;
 }
 
 // addMemberForm adds a member, optionally with a first key whose secret
