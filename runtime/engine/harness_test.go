@@ -233,6 +233,9 @@ type options struct {
 	// modelEgress sets engine.ModelOptions.Egress; loopback allowed (the
 	// scripted model servers) when nil.
 	modelEgress *egress.Policy
+	// notifications, if set, makes engine.Config.Notifications from the
+	// harness's unwrapped store and clock.
+	notifications func(store.Store, func() time.Time) engine.Notifications
 }
 
 // sleeps is the engine's injected retry sleep: it records each wait and
@@ -309,6 +312,9 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 			Jitter:        func() float64 { return 0.5 },
 			MaxToolResult: o.maxToolResult,
 		},
+	}
+	if o.notifications != nil {
+		cfg.Notifications = o.notifications(bolt, clk.Now)
 	}
 	eng, err := engine.New(cfg)
 	if err != nil {
