@@ -8,8 +8,9 @@
 // with a stable code and the status it implies (see errors.go). Callers
 // authenticate with `Authorization: Bearer <credential>`: a project API key
 // (stk_…, with a role: owner, developer, approver or viewer; approvals/access.go says what each may do), a customer token (stc_…, one end user's
-// runs, read only) or a run's broker token (brk_…, the broker routes of its
-// own scope while the run is active). Failed authentication is
+// runs, read only), a run's broker token (brk_…, the broker routes of its
+// own scope while the run is active) or an MCP key (stm_…, one agent's tools
+// for one end user, over MCP only: no REST route takes it). Failed authentication is
 // rate-limited per source address and per credential prefix, in memory
 // per process: on AWS each API Lambda instance limits separately (see
 // authlimit.go). Authority is checked here; what a
@@ -44,6 +45,9 @@
 //	POST   /v1/keys                               owner
 //	GET    /v1/keys                               owner
 //	DELETE /v1/keys/{id}                          owner
+//	POST   /v1/mcp-keys                           owner (an MCP key for one agent and end user; shown once)
+//	GET    /v1/mcp-keys                           owner
+//	DELETE /v1/mcp-keys/{id}                      owner
 //	POST   /v1/webhooks                           owner (the secret is shown once)
 //	GET    /v1/webhooks                           owner
 //	GET    /v1/webhooks/{id}                      owner
@@ -265,6 +269,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/keys", anyOf(approvals.ManageKeys), s.createKey)
 	s.handle("GET /v1/keys", anyOf(approvals.ManageKeys), s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", anyOf(approvals.ManageKeys), s.revokeKey)
+	s.handle("POST /v1/mcp-keys", anyOf(approvals.ManageKeys), s.createMCPKey)
+	s.handle("GET /v1/mcp-keys", anyOf(approvals.ManageKeys), s.listMCPKeys)
+	s.handle("DELETE /v1/mcp-keys/{id}", anyOf(approvals.ManageKeys), s.revokeMCPKey)
 
 	s.handle("POST /v1/webhooks", anyOf(approvals.ManageWebhooks), s.createWebhook)
 	s.handle("GET /v1/webhooks", anyOf(approvals.ManageWebhooks), s.listWebhooks)

@@ -32,6 +32,10 @@ const (
 	CustomerTokenPrefix = "stc_"
 	// BrokerTokenPrefix starts a run's broker token (issued by the engine).
 	BrokerTokenPrefix = "brk_"
+	// MCPKeyPrefix starts an MCP key: "stm_" and 52 base32 characters (32
+	// random bytes), for one agent and one end user (see mcpkeys.go). Only
+	// its sha256 is stored.
+	MCPKeyPrefix = "stm_"
 )
 
 // Customer token lifetimes.
@@ -51,6 +55,7 @@ const (
 	keyCred credKind = iota + 1
 	customerCred
 	brokerCred
+	mcpCred
 )
 
 // caller is an authenticated request's principal.
@@ -61,6 +66,8 @@ type caller struct {
 	key store.APIKey
 	// scope is what a broker token grants (brokerCred).
 	scope store.BrokerScope
+	// mcpKey is the MCP key (mcpCred).
+	mcpKey store.MCPKey
 }
 
 // authenticate checks the request's credential and that its role grants
@@ -112,8 +119,10 @@ func (s *Server) check(ctx context.Context, token string) (*caller, error) {
 		return s.checkCustomerToken(ctx, token)
 	case strings.HasPrefix(token, BrokerTokenPrefix):
 		return s.checkBrokerToken(ctx, token)
+	case strings.HasPrefix(token, MCPKeyPrefix):
+		return s.checkMCPKey(ctx, token)
 	}
-	return nil, unauthenticated("the credential is not a Stead API key (stk_…), customer token (stc_…) or broker token (brk_…)")
+	return nil, unauthenticated("the credential is not a Stead API key (stk_…), customer token (stc_…), broker token (brk_…) or MCP key (stm_…)")
 }
 
 // credential returns the bearer token of the request. A customer token may
@@ -157,6 +166,8 @@ func (c *caller) authorize(need []approvals.Permission) error {
 		return forbidden("a customer token can only read its end user's runs and their events")
 	case brokerCred:
 		return forbidden("a broker token can only use the broker routes (/v1/broker/…) of its run's end user")
+	case mcpCred:
+		return forbidden("an MCP key (%s…) can only call agent %s's tools for end user %s over MCP; it may not use the REST API", c.mcpKey.Prefix, c.mcpKey.Agent, c.mcpKey.EndUserID)
 	}
 	return forbidden("this credential may not do that")
 }
@@ -179,6 +190,26 @@ func (s *Server) checkKey(ctx context.Context, token string) (*caller, error) {
 		actor: approvals.Actor{ProjectID: k.ProjectID, Role: k.Role, ID: k.ID, Name: k.MemberName, MemberID: k.MemberID},
 		kind:  keyCred,
 		key:   k,
+	}, nil
+}
+
+// checkMCPKey finds an MCP key by its hash: an actor of role mcp, confined
+// to the key's agent and end user.
+func (s *Server) checkMCPKey(ctx context.Context, token string) (*caller, error) {
+	k, err := s.store.GetMCPKeyByHash(ctx, hashKey(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, unauthenticated("the MCP key is not valid; ask an owner for one (stead mcp-keys create)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up MCP key: %w", err)
+	}
+	if !k.RevokedAt.IsZero() {
+		return nil, unauthenticated("MCP key %s… was revoked at %s; ask an owner for a new one (stead mcp-keys create)", k.Prefix, k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	return &caller{
+		actor:  approvals.Actor{ProjectID: k.ProjectID, Role: approvals.RoleMCP, ID: k.ID, Name: k.Name, EndUserID: k.EndUserID, Agent: k.Agent},
+		kind:   mcpCred,
+		mcpKey: k,
 	}, nil
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // principals of the authorization matrix, in column order.
-var principals = []string{"owner", "developer", "customer", "no key", "revoked key", "other project", "approver", "viewer"}
+var principals = []string{"owner", "developer", "customer", "no key", "revoked key", "other project", "approver", "viewer", "mcp key", "revoked mcp key"}
 
 func (w *world) credentialOf(p string) string {
 	switch p {
@@ -31,6 +31,10 @@ func (w *world) credentialOf(p string) string {
 		return w.approver
 	case "viewer":
 		return w.viewer
+	case "mcp key":
+		return w.mcp
+	case "revoked mcp key":
+		return w.mcpRevoked
 	}
 	return ""
 }
@@ -83,6 +87,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	f.webhook = w.newWebhook(rc.url).ID
 	f.delivery = w.ping(f.webhook).ID
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
+	w.mcp = w.newMCPKey("refunds", "alice").Key
+	revokedMCP := w.newMCPKey("refunds", "alice")
+	w.must(w.do("DELETE", "/v1/mcp-keys/"+revokedMCP.ID, w.owner, nil), 200)
+	w.mcpRevoked = revokedMCP.Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
 	groups := 0
 	freshGroup := func() string {
@@ -101,114 +109,121 @@ func TestAuthorizationMatrix(t *testing.T) {
 		name string
 		req  func(cred string) *http.Request
 		// want is the status for each principal, in principals order.
-		want [8]int
+		want [10]int
 	}
 	get := func(path string) func(string) *http.Request {
 		return func(cred string) *http.Request { return w.request("GET", path, cred, nil) }
 	}
 	deployBody := map[string]any{"bundle": testHandlers, "config": json.RawMessage(testConfig)}
 	routes := []route{
-		{"GET /healthz", get("/healthz"), [8]int{200, 200, 200, 200, 200, 200, 200, 200}},
+		{"GET /healthz", get("/healthz"), [10]int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}},
 		{"POST /v1/deployments", func(c string) *http.Request { return w.request("POST", "/v1/deployments", c, deployBody) },
-			[8]int{201, 201, 403, 401, 401, 201, 403, 403}},
-		{"GET /v1/deployments", get("/v1/deployments"), [8]int{200, 200, 403, 401, 401, 200, 403, 200}},
-		{"GET /v1/agents", get("/v1/agents"), [8]int{200, 200, 403, 401, 401, 200, 403, 200}},
+			[10]int{201, 201, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/deployments", get("/v1/deployments"), [10]int{200, 200, 403, 401, 401, 200, 403, 200, 403, 401}},
+		{"GET /v1/agents", get("/v1/agents"), [10]int{200, 200, 403, 401, 401, 200, 403, 200, 403, 401}},
 		{"POST /v1/agents/{agent}/runs", func(c string) *http.Request {
 			return w.request("POST", "/v1/agents/plain/runs", c, map[string]any{"endUserId": "alice"})
-		}, [8]int{202, 202, 403, 401, 401, 202, 403, 403}},
-		{"GET /v1/me", get("/v1/me"), [8]int{200, 200, 200, 401, 401, 200, 200, 200}},
+		}, [10]int{202, 202, 403, 401, 401, 202, 403, 403, 403, 401}},
+		{"GET /v1/me", get("/v1/me"), [10]int{200, 200, 200, 401, 401, 200, 200, 200, 403, 401}},
 		{"PATCH /v1/me/notifications", func(c string) *http.Request {
 			return w.request("PATCH", "/v1/me/notifications", c, map[string]any{"email": "requests"})
-		}, [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
-		{"GET /v1/runs", get("/v1/runs"), [8]int{200, 200, 200, 401, 401, 200, 403, 200}},
-		{"GET /v1/runs/{id}", get("/v1/runs/" + f.aliceRun.ID), [8]int{200, 200, 200, 401, 401, 404, 200, 200}},
-		{"GET /v1/runs/{id} (another end user's)", get("/v1/runs/" + f.bobRun.ID), [8]int{200, 200, 404, 401, 401, 404, 404, 200}},
-		{"GET /v1/runs/{id}/events", get("/v1/runs/" + f.aliceRun.ID + "/events"), [8]int{200, 200, 200, 401, 401, 404, 200, 200}},
-		{"GET /v1/runs/{id}/events (another end user's)", get("/v1/runs/" + f.bobRun.ID + "/events"), [8]int{200, 200, 404, 401, 401, 404, 404, 200}},
+		}, [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
+		{"GET /v1/runs", get("/v1/runs"), [10]int{200, 200, 200, 401, 401, 200, 403, 200, 403, 401}},
+		{"GET /v1/runs/{id}", get("/v1/runs/" + f.aliceRun.ID), [10]int{200, 200, 200, 401, 401, 404, 200, 200, 403, 401}},
+		{"GET /v1/runs/{id} (another end user's)", get("/v1/runs/" + f.bobRun.ID), [10]int{200, 200, 404, 401, 401, 404, 404, 200, 403, 401}},
+		{"GET /v1/runs/{id}/events", get("/v1/runs/" + f.aliceRun.ID + "/events"), [10]int{200, 200, 200, 401, 401, 404, 200, 200, 403, 401}},
+		{"GET /v1/runs/{id}/events (another end user's)", get("/v1/runs/" + f.bobRun.ID + "/events"), [10]int{200, 200, 404, 401, 401, 404, 404, 200, 403, 401}},
 		{"GET /v1/runs/{id}/events (SSE)", func(c string) *http.Request {
 			return w.request("GET", "/v1/runs/"+f.aliceDone.ID+"/events", c, nil, "Accept", "text/event-stream")
-		}, [8]int{200, 200, 200, 401, 401, 404, 404, 200}},
+		}, [10]int{200, 200, 200, 401, 401, 404, 404, 200, 403, 401}},
 		{"POST /v1/runs/{id}/cancel", func(c string) *http.Request {
 			return w.request("POST", "/v1/runs/"+w.awaiting("alice").ID+"/cancel", c, nil)
-		}, [8]int{200, 200, 403, 401, 401, 404, 403, 403}},
-		{"GET /v1/approvals", get("/v1/approvals"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
-		{"GET /v1/approvals/{id}", get("/v1/approvals/" + f.aliceRun.Approval.ID), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		}, [10]int{200, 200, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"GET /v1/approvals", get("/v1/approvals"), [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
+		{"GET /v1/approvals/{id}", get("/v1/approvals/" + f.aliceRun.Approval.ID), [10]int{200, 200, 403, 401, 401, 404, 200, 200, 403, 401}},
 		{"POST /v1/approvals/{id}/approve", func(c string) *http.Request {
 			return w.request("POST", "/v1/approvals/"+w.awaiting("alice").Approval.ID+"/approve", c, map[string]any{"note": "ok"})
-		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
+		}, [10]int{200, 200, 403, 401, 401, 404, 200, 403, 403, 401}},
 		{"POST /v1/approvals/{id}/deny", func(c string) *http.Request {
 			return w.request("POST", "/v1/approvals/"+w.awaiting("alice").Approval.ID+"/deny", c, map[string]any{"note": "no"})
-		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
+		}, [10]int{200, 200, 403, 401, 401, 404, 200, 403, 403, 401}},
 		{"POST /v1/customer-tokens", func(c string) *http.Request {
 			return w.request("POST", "/v1/customer-tokens", c, map[string]any{"endUserId": "alice"})
-		}, [8]int{201, 201, 403, 401, 401, 201, 403, 403}},
+		}, [10]int{201, 201, 403, 401, 401, 201, 403, 403, 403, 401}},
 		{"POST /v1/customer-tokens/revoke", func(c string) *http.Request {
 			return w.request("POST", "/v1/customer-tokens/revoke", c, map[string]any{"endUserId": "zed"})
-		}, [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
-		{"GET /v1/broker/{collection}", get("/v1/broker/orders?endUserId=alice"), [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
-		{"GET /v1/broker/{collection}/{key}", get("/v1/broker/orders/o-1?endUserId=alice"), [8]int{200, 200, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 200, 403, 401, 401, 200, 403, 403, 403, 401}},
+		{"GET /v1/broker/{collection}", get("/v1/broker/orders?endUserId=alice"), [10]int{200, 200, 403, 401, 401, 200, 403, 403, 403, 401}},
+		{"GET /v1/broker/{collection}/{key}", get("/v1/broker/orders/o-1?endUserId=alice"), [10]int{200, 200, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"PUT /v1/broker/{collection}/{key}", func(c string) *http.Request {
 			return w.request("PUT", "/v1/broker/notes/n-1?endUserId=alice", c, map[string]any{"value": "hi"})
-		}, [8]int{200, 200, 403, 401, 401, 200, 403, 403}},
+		}, [10]int{200, 200, 403, 401, 401, 200, 403, 403, 403, 401}},
 		{"DELETE /v1/broker/{collection}/{key}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/broker/tmp/"+freshRecord()+"?endUserId=alice", c, nil)
-		}, [8]int{204, 204, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{204, 204, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/members", func(c string) *http.Request {
 			return w.request("POST", "/v1/members", c, map[string]any{"name": "Cy Ng", "role": "viewer"})
-		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
-		{"GET /v1/members", get("/v1/members"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
-		{"GET /v1/members/{id}", get("/v1/members/" + f.member), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/members", get("/v1/members"), [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
+		{"GET /v1/members/{id}", get("/v1/members/" + f.member), [10]int{200, 200, 403, 401, 401, 404, 200, 200, 403, 401}},
 		{"PATCH /v1/members/{id}", func(c string) *http.Request {
 			return w.request("PATCH", "/v1/members/"+f.member, c, map[string]any{"email": "ana@example.com"})
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"DELETE /v1/members/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/members/"+w.newMember("Dee"), c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/groups", func(c string) *http.Request {
 			return w.request("POST", "/v1/groups", c, map[string]any{"name": freshGroup()})
-		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
-		{"GET /v1/groups", get("/v1/groups"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
-		{"GET /v1/groups/{name}", get("/v1/groups/" + f.group), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/groups", get("/v1/groups"), [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
+		{"GET /v1/groups/{name}", get("/v1/groups/" + f.group), [10]int{200, 200, 403, 401, 401, 404, 200, 200, 403, 401}},
 		{"PATCH /v1/groups/{name}", func(c string) *http.Request {
 			return w.request("PATCH", "/v1/groups/"+f.group, c, map[string]any{"description": "changed"})
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"DELETE /v1/groups/{name}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/groups/"+w.newGroup(), c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/keys", func(c string) *http.Request {
 			return w.request("POST", "/v1/keys", c, map[string]any{"name": "ci", "role": "developer"})
-		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
-		{"GET /v1/keys", get("/v1/keys"), [8]int{200, 403, 403, 401, 401, 200, 403, 403}},
+		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/keys", get("/v1/keys"), [10]int{200, 403, 403, 401, 401, 200, 403, 403, 403, 401}},
 		{"DELETE /v1/keys/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/keys/"+w.newKey("developer").ID, c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
-		{"GET /v1/rules", get("/v1/rules"), [8]int{200, 200, 403, 401, 401, 200, 200, 200}},
-		{"GET /v1/rules/{id}", get("/v1/rules/" + w.newRule("alice").ID), [8]int{200, 200, 403, 401, 401, 404, 200, 200}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"POST /v1/mcp-keys", func(c string) *http.Request {
+			return w.request("POST", "/v1/mcp-keys", c, map[string]any{"agent": "refunds", "endUserId": "alice"})
+		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/mcp-keys", get("/v1/mcp-keys"), [10]int{200, 403, 403, 401, 401, 200, 403, 403, 403, 401}},
+		{"DELETE /v1/mcp-keys/{id}", func(c string) *http.Request {
+			return w.request("DELETE", "/v1/mcp-keys/"+w.newMCPKey("plain", "bob").ID, c, nil)
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"GET /v1/rules", get("/v1/rules"), [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
+		{"GET /v1/rules/{id}", get("/v1/rules/" + w.newRule("alice").ID), [10]int{200, 200, 403, 401, 401, 404, 200, 200, 403, 401}},
 		{"DELETE /v1/rules/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/rules/"+w.newRule("alice").ID, c, nil)
-		}, [8]int{200, 200, 403, 401, 401, 404, 200, 403}},
+		}, [10]int{200, 200, 403, 401, 401, 404, 200, 403, 403, 401}},
 		{"POST /v1/webhooks", func(c string) *http.Request {
 			return w.request("POST", "/v1/webhooks", c, map[string]any{"url": rc.url})
-		}, [8]int{201, 403, 403, 401, 401, 201, 403, 403}},
-		{"GET /v1/webhooks", get("/v1/webhooks"), [8]int{200, 403, 403, 401, 401, 200, 403, 403}},
-		{"GET /v1/webhooks/{id}", get("/v1/webhooks/" + f.webhook), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
+		{"GET /v1/webhooks", get("/v1/webhooks"), [10]int{200, 403, 403, 401, 401, 200, 403, 403, 403, 401}},
+		{"GET /v1/webhooks/{id}", get("/v1/webhooks/" + f.webhook), [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"PATCH /v1/webhooks/{id}", func(c string) *http.Request {
 			return w.request("PATCH", "/v1/webhooks/"+f.webhook, c, map[string]any{"includeInput": true})
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"DELETE /v1/webhooks/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/webhooks/"+w.newWebhook(rc.url).ID, c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/webhooks/{id}/rotate", func(c string) *http.Request {
 			return w.request("POST", "/v1/webhooks/"+f.webhook+"/rotate", c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/webhooks/{id}/ping", func(c string) *http.Request {
 			return w.request("POST", "/v1/webhooks/"+f.webhook+"/ping", c, nil)
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
-		{"GET /v1/webhooks/{id}/deliveries", get("/v1/webhooks/" + f.webhook + "/deliveries"), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
-		{"GET /v1/webhooks/{id}/deliveries/{deliveryId}", get("/v1/webhooks/" + f.webhook + "/deliveries/" + f.delivery), [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"GET /v1/webhooks/{id}/deliveries", get("/v1/webhooks/" + f.webhook + "/deliveries"), [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"GET /v1/webhooks/{id}/deliveries/{deliveryId}", get("/v1/webhooks/" + f.webhook + "/deliveries/" + f.delivery), [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/webhooks/{id}/retry", func(c string) *http.Request {
 			return w.request("POST", "/v1/webhooks/"+f.webhook+"/retry", c, map[string]any{"deliveryId": f.delivery})
-		}, [8]int{200, 403, 403, 401, 401, 404, 403, 403}},
+		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 	}
 	for _, rt := range routes {
 		for i, p := range principals {

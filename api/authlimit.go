@@ -160,7 +160,7 @@ func sourceAddress(remote string) string {
 // it has none that can be told.
 func credentialPrefix(token string) string {
 	switch {
-	case strings.HasPrefix(token, KeyPrefix):
+	case strings.HasPrefix(token, KeyPrefix), strings.HasPrefix(token, MCPKeyPrefix):
 		return token[:min(len(token), keyPrefixLen)]
 	case strings.HasPrefix(token, CustomerTokenPrefix):
 		if _, _, cl, ok := parseCustomerToken(token); ok {

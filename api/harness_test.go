@@ -108,6 +108,9 @@ type world struct {
 	owner, developer, revoked, customer, other string
 	// approver and viewer are made by the tests that need them.
 	approver, viewer string
+	// mcp is an MCP key of project A (agent refunds, end user alice) and
+	// mcpRevoked a revoked one; made by the tests that need them.
+	mcp, mcpRevoked string
 }
 
 type syncBuffer struct {
@@ -205,6 +208,14 @@ func (w *world) newKey(role string) api.APIKey {
 	w.t.Helper()
 	var k api.APIKey
 	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": role, "role": role}), 201).decode(&k)
+	return k
+}
+
+// newMCPKey makes an MCP key of project A for the agent and end user.
+func (w *world) newMCPKey(agent, endUser string) api.MCPKey {
+	w.t.Helper()
+	var k api.MCPKey
+	w.must(w.do("POST", "/v1/mcp-keys", w.owner, map[string]any{"agent": agent, "endUserId": endUser}), 201).decode(&k)
 	return k
 }
 

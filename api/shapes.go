@@ -227,6 +227,29 @@ type APIKey struct {
 	Key        string    `json:"key,omitempty"`
 }
 
+// MCPKey is an MCP key: one MCP client's credential for one agent's tools
+// and one end user. Key, the secret, is set only in the answer that
+// creates it.
+type MCPKey struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Agent     string `json:"agent"`
+	EndUserID string `json:"endUserId"`
+	Prefix    string `json:"prefix"`
+	// CreatedBy is the key id of the owner who created it, CreatedByName
+	// its member.
+	CreatedBy     string    `json:"createdBy"`
+	CreatedByName string    `json:"createdByName,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+	RevokedAt     time.Time `json:"revokedAt,omitzero"`
+	Key           string    `json:"key,omitempty"`
+}
+
+// MCPKeyList is the project's MCP keys, oldest first.
+type MCPKeyList struct {
+	Keys []MCPKey `json:"keys"`
+}
+
 // BrokerRecord is one value in an end user's broker data.
 type BrokerRecord struct {
 	EndUserID  string          `json:"endUserId"`
@@ -523,6 +546,13 @@ func keyOf(k store.APIKey) APIKey {
 	return APIKey{
 		ID: k.ID, Name: k.Name, MemberID: k.MemberID, MemberName: k.MemberName, Role: string(k.Role),
 		Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
+	}
+}
+
+func mcpKeyOf(k store.MCPKey) MCPKey {
+	return MCPKey{
+		ID: k.ID, Name: k.Name, Agent: k.Agent, EndUserID: k.EndUserID, Prefix: k.Prefix,
+		CreatedBy: k.CreatedBy, CreatedByName: k.CreatedByName, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
 	}
 }
 

@@ -19,7 +19,7 @@ func deepJSON(n int) string { return strings.Repeat("[", n) + strings.Repeat("]"
 func (w *world) snapshot() string {
 	w.t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/members?removed=true", "/v1/groups", "/v1/webhooks", "/v1/broker/notes?endUserId=alice"} {
+	for _, path := range []string{"/v1/runs?limit=500", "/v1/approvals?status=all", "/v1/deployments", "/v1/keys", "/v1/mcp-keys", "/v1/members?removed=true", "/v1/groups", "/v1/webhooks", "/v1/broker/notes?endUserId=alice"} {
 		b.WriteString(path + " " + string(w.must(w.do("GET", path, w.owner, nil), 200).body))
 	}
 	return b.String()
@@ -132,6 +132,7 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"POST /v1/customer-tokens/revoke", "/v1/customer-tokens/revoke", [][2]string{{"endUserId", `"bob"`}}},
 		{"PUT /v1/broker/{collection}/{key}", "/v1/broker/notes/n-1?endUserId=alice", [][2]string{{"value", `"hi"`}}},
 		{"POST /v1/keys", "/v1/keys", [][2]string{{"name", `"ci"`}, {"role", `"developer"`}}},
+		{"POST /v1/mcp-keys", "/v1/mcp-keys", [][2]string{{"agent", `"refunds"`}, {"endUserId", `"alice"`}, {"name", `"claude"`}}},
 		{"POST /v1/members", "/v1/members", [][2]string{{"name", `"Bo Li"`}, {"role", `"approver"`}}},
 		{"PATCH /v1/members/{id}", "/v1/members/" + ana.ID, [][2]string{{"name", `"Ana D."`}, {"notify", `{"email":"none"}`}}},
 		{"PATCH /v1/me/notifications", "/v1/me/notifications", [][2]string{{"email", `"requests"`}}},

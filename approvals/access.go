@@ -46,6 +46,11 @@ const (
 	// ManageOwnSettings: read and change one's own notification settings.
 	// Every key role: each key belongs to a member.
 	ManageOwnSettings Permission = "manage-own-settings"
+	// CallTools: call the tools of one agent for one end user, through the
+	// same validation, policy and approval path as a run's tool step. MCP
+	// keys only, each confined to its agent and end user (Actor.Agent,
+	// Actor.EndUserID); no route grants it yet (POST /mcp will).
+	CallTools Permission = "call-tools"
 )
 
 // grants is the authorization matrix: what each role may do.
@@ -57,6 +62,9 @@ var grants = map[Role][]Permission{
 	RoleCustomer:  {ReadOwnRuns},
 	RoleRun:       {UseBroker},
 	RoleSystem:    {ReadRuns, ReadOwnRuns},
+	// An MCP key calls its agent's tools and nothing else: it never
+	// decides, deploys, manages keys or reads other runs.
+	RoleMCP: {CallTools},
 }
 
 // May reports whether the role grants p.

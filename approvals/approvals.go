@@ -212,6 +212,9 @@ const (
 	// RoleRun is a run's broker token: its handlers' access to their end
 	// user's broker data.
 	RoleRun Role = "run"
+	// RoleMCP is an MCP key (stm_…): an MCP client calling the tools of one
+	// agent for one end user (CallTools, nothing else).
+	RoleMCP Role = "mcp"
 )
 
 // Actor is who asks for something: a project key, a customer token or Stead.
@@ -225,8 +228,12 @@ type Actor struct {
 	Name string
 	// MemberID is the member a key belongs to.
 	MemberID string
-	// EndUserID is set for customer actors.
+	// EndUserID is set for customer actors, broker tokens and MCP keys:
+	// the one end user they act for.
 	EndUserID string
+	// Agent is set for MCP keys: the one agent whose tools the key may call.
+	// Empty for every other actor, which is confined to no agent.
+	Agent string
 }
 
 // Who is how the actor is named to people: its Name, else its ID.

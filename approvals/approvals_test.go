@@ -119,17 +119,19 @@ func TestMessages(t *testing.T) {
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	perms := []approvals.Permission{approvals.ManageKeys, approvals.ReadMembers, approvals.Deploy, approvals.ReadDeployments, approvals.RunAgents,
-		approvals.ReadRuns, approvals.ReadOwnRuns, approvals.ReadApprovalRuns, approvals.ReadApprovals, approvals.Decide, approvals.UseBroker, approvals.ManageWebhooks, approvals.ManageOwnSettings}
+		approvals.ReadRuns, approvals.ReadOwnRuns, approvals.ReadApprovalRuns, approvals.ReadApprovals, approvals.Decide, approvals.UseBroker, approvals.ManageWebhooks, approvals.ManageOwnSettings,
+		approvals.CallTools}
 	// One letter per permission above: y may, . may not.
 	want := map[approvals.Role]string{
-		approvals.RoleOwner:     "yyyyyyyyyyyyy",
-		approvals.RoleDeveloper: ".yyyyyyyyyy.y",
-		approvals.RoleApprover:  ".y.....yyy..y",
-		approvals.RoleViewer:    ".y.y.yyyy...y",
-		approvals.RoleCustomer:  "......y......",
-		approvals.RoleRun:       "..........y..",
-		approvals.RoleSystem:    ".....yy......",
-		approvals.Role("admin"): ".............",
+		approvals.RoleOwner:     "yyyyyyyyyyyyy.",
+		approvals.RoleDeveloper: ".yyyyyyyyyy.y.",
+		approvals.RoleApprover:  ".y.....yyy..y.",
+		approvals.RoleViewer:    ".y.y.yyyy...y.",
+		approvals.RoleCustomer:  "......y.......",
+		approvals.RoleRun:       "..........y...",
+		approvals.RoleSystem:    ".....yy.......",
+		approvals.RoleMCP:       ".............y",
+		approvals.Role("admin"): "..............",
 	}
 	for role, row := range want {
 		for i, p := range perms {
@@ -144,7 +146,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if !(approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper}).May(approvals.Decide, "prj_a") {
 		t.Error("a developer of the project may not decide")
 	}
-	for _, r := range []approvals.Role{approvals.RoleCustomer, approvals.RoleRun, approvals.RoleSystem} {
+	for _, r := range []approvals.Role{approvals.RoleCustomer, approvals.RoleRun, approvals.RoleSystem, approvals.RoleMCP} {
 		if r.IsKeyRole() {
 			t.Errorf("an API key may have role %s", r)
 		}

@@ -138,6 +138,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.rulesCommand(),
 		a.groupsCommand(),
 		a.keysCommand(),
+		a.mcpKeysCommand(),
 		a.tokenCommand(),
 		a.tokensCommand(),
 		a.versionCommand(),

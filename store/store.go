@@ -528,6 +528,7 @@ type Store interface {
 	Groups
 	Rules
 	Webhooks
+	MCPKeys
 
 	// RevokeCustomerTokens records r until r.Until. Revoking a token twice
 	// keeps the later Until; of two IssuedBefore, the later one holds.

@@ -23,8 +23,10 @@
 //	broker            <project> <endUser> <coll> <key>     BrokerRecord
 //	revocations       <project> <endUser>                  CustomerRevocations
 //	rules             <project> <ruleID>                   approvals.Rule
+//	mcpkeys           <project> <mcpKeyID>                 MCPKey
 //
 //	idx-apikey-hash   <hash>                               apikeys key
+//	idx-mcpkey-hash   <hash>                               mcpkeys key
 //	idx-run-project   <project> <createdAt> <runID>        all runs
 //	idx-run-idem      <project> <idempotencyKey>           runID
 //	idx-run-lease     <leaseUntil> <runID>                 queued and running runs only
@@ -135,6 +137,7 @@ var (
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 		bRules, xRuleScopes,
 		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, bOutbox,
+		bMCPKeys, xMCPKeyHash,
 	}
 )
 

@@ -23,6 +23,8 @@
 //	rule          RL#<p><scope>      <ruleID>            a remembered decision (see rules.go)         its expiry + Retention
 //	endpoint      P#<project>        WH#<endpoint>       webhook Endpoint (its secrets), version      never
 //	delivery      WD#<delivery>      WD                  webhook Delivery (body, attempts), version   its last time + Retention
+//	mcp key       P#<project>        MCK#<key>           MCPKey, its revocation (ra)                  never
+//	mcp key guard MCKH#<hash>        K                   the project and id of the MCP key (mcpkeys.go) never
 //
 // (ttl: the AttrTTL attribute, see Retention below.)
 //

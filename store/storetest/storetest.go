@@ -25,7 +25,7 @@ import (
 
 // Run runs the conformance suite against stores made by newStore.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
-	for _, group := range [][]test{projectTests, memberTests, groupTests, deploymentTests, runTests, commitTests, claimTests, approvalTests, decideTests, voteTests, ruleTests, webhookTests, brokerTests, revocationTests, filterTests} {
+	for _, group := range [][]test{projectTests, memberTests, groupTests, deploymentTests, runTests, commitTests, claimTests, approvalTests, decideTests, voteTests, ruleTests, webhookTests, mcpKeyTests, brokerTests, revocationTests, filterTests} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
