@@ -116,17 +116,9 @@ func (a *app) approvalCommand() *cobra.Command {
 		Short: "Show an approval: the exact input, reason, run and expiry",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			var ap api.Approval
-			body, err := c.call(cmd.Context(), request{method: http.MethodGet, path: path("v1", "approvals", args[0])}, &ap)
-			if err != nil {
+			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodGet, path: path("v1", "approvals", args[0])}, &ap); done || err != nil {
 				return err
-			}
-			if a.jsonFlag {
-				return printJSON(a.stdout(), body)
 			}
 			a.printApproval(ap)
 			return nil

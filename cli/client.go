@@ -193,3 +193,21 @@ func path(segments ...string) string {
 	}
 	return b.String()
 }
+
+// callOrPrint makes req and decodes its answer into out; with --json it
+// prints the answer as it came and reports done, so that the caller prints
+// nothing more.
+func (a *app) callOrPrint(ctx context.Context, req request, out any) (done bool, err error) {
+	c, err := a.client()
+	if err != nil {
+		return false, err
+	}
+	body, err := c.call(ctx, req, out)
+	if err != nil {
+		return false, err
+	}
+	if a.jsonFlag {
+		return true, printJSON(a.stdout(), body)
+	}
+	return false, nil
+}

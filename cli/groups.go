@@ -219,17 +219,9 @@ func memberNames(ms []api.GroupMember) string {
 }
 
 func (a *app) groupsList(ctx context.Context) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var list api.GroupList
-	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/groups"}, &list)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/groups"}, &list); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	if len(list.Groups) == 0 {

@@ -48,17 +48,9 @@ func (a *app) keysCommand() *cobra.Command {
 		Short: "Revoke an API key; it stops working at once",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			var k api.APIKey
-			body, err := c.call(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "keys", args[0])}, &k)
-			if err != nil {
+			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "keys", args[0])}, &k); done || err != nil {
 				return err
-			}
-			if a.jsonFlag {
-				return printJSON(a.stdout(), body)
 			}
 			fmt.Fprintf(a.stdout(), "revoked key %s (%s, %s…)\n", k.ID, k.Role, k.Prefix)
 			return nil
@@ -69,17 +61,9 @@ func (a *app) keysCommand() *cobra.Command {
 }
 
 func (a *app) keysCreate(ctx context.Context, role, name string) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var k api.APIKey
-	body, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", body: map[string]string{"role": role, "name": name}}, &k)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodPost, path: "/v1/keys", body: map[string]string{"role": role, "name": name}}, &k); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	fmt.Fprintf(w, "created %s key %s", k.Role, k.ID)
@@ -93,17 +77,9 @@ func (a *app) keysCreate(ctx context.Context, role, name string) error {
 }
 
 func (a *app) keysList(ctx context.Context) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var list api.KeyList
-	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/keys"}, &list)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/keys"}, &list); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	now := a.now()
 	t := newTable(a.stdout(), "ID", "NAME", "ROLE", "PREFIX", "CREATED", "REVOKED")

@@ -51,17 +51,9 @@ client that needs two agents holds two keys.`,
 		Short: "Revoke an MCP key; it stops working at once",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			var k api.MCPKey
-			body, err := c.call(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "mcp-keys", args[0])}, &k)
-			if err != nil {
+			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "mcp-keys", args[0])}, &k); done || err != nil {
 				return err
-			}
-			if a.jsonFlag {
-				return printJSON(a.stdout(), body)
 			}
 			fmt.Fprintf(a.stdout(), "revoked MCP key %s (agent %s, end user %s, %s…)\n", k.ID, k.Agent, k.EndUserID, k.Prefix)
 			return nil
@@ -72,17 +64,9 @@ client that needs two agents holds two keys.`,
 }
 
 func (a *app) mcpKeysCreate(ctx context.Context, agentName, endUser, name string) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var k api.MCPKey
-	body, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/mcp-keys", body: map[string]string{"agent": agentName, "endUserId": endUser, "name": name}}, &k)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodPost, path: "/v1/mcp-keys", body: map[string]string{"agent": agentName, "endUserId": endUser, "name": name}}, &k); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	fmt.Fprintf(w, "created MCP key %s for agent %s and end user %s", k.ID, k.Agent, k.EndUserID)
@@ -96,17 +80,9 @@ func (a *app) mcpKeysCreate(ctx context.Context, agentName, endUser, name string
 }
 
 func (a *app) mcpKeysList(ctx context.Context) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var list api.MCPKeyList
-	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/mcp-keys"}, &list)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/mcp-keys"}, &list); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	now := a.now()
 	t := newTable(a.stdout(), "ID", "NAME", "AGENT", "END USER", "PREFIX", "CREATED", "REVOKED")

@@ -132,17 +132,9 @@ func (a *app) linkSlack(ctx context.Context, member string, change func([]api.Ch
 // memberCall makes a request that answers with a member and prints it;
 // done, if set, is the verb of the first line ("added").
 func (a *app) memberCall(ctx context.Context, req request, done string) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var m api.Member
-	body, err := c.call(ctx, req, &m)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, req, &m); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	now := a.now()

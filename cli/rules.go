@@ -121,17 +121,9 @@ func (a *app) rulesList(ctx context.Context, o rulesOptions) error {
 // ruleCall makes a request that answers with a rule and prints it;
 // revoked says the request revoked it.
 func (a *app) ruleCall(ctx context.Context, req request, revoked bool) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var r api.Rule
-	body, err := c.call(ctx, req, &r)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, req, &r); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	now := a.now()

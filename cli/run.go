@@ -539,17 +539,9 @@ func (a *app) cancelCommand() *cobra.Command {
 		Short: "Cancel a run (a pending approval is settled as cancelled)",
 		Args:  exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
 			var run api.Run
-			body, err := c.call(cmd.Context(), request{method: http.MethodPost, path: path("v1", "runs", args[0], "cancel")}, &run)
-			if err != nil {
+			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodPost, path: path("v1", "runs", args[0], "cancel")}, &run); done || err != nil {
 				return err
-			}
-			if a.jsonFlag {
-				return printJSON(a.stdout(), body)
 			}
 			fmt.Fprintf(a.stdout(), "run %s cancelled (%s, end user %s)\n", run.ID, run.Agent, run.EndUserID)
 			return nil

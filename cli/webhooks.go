@@ -140,17 +140,9 @@ T is an RFC 3339 time (2026-11-29T12:00:00Z) or a duration ago (2h).`,
 // done, if set, is the verb of the first line ("added"). A secret in the
 // answer is printed once, with what to do with it.
 func (a *app) webhookCall(ctx context.Context, req request, done string) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var h api.Webhook
-	body, err := c.call(ctx, req, &h)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, req, &h); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	now := a.now()
@@ -220,17 +212,9 @@ func webhookState(now time.Time, h api.Webhook, long bool) string {
 var failingLimitText = strconv.Itoa(int(notify.FailingLimit/(24*time.Hour))) + " days"
 
 func (a *app) webhooksList(ctx context.Context) error {
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	var list api.WebhookList
-	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/webhooks"}, &list)
-	if err != nil {
+	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/webhooks"}, &list); done || err != nil {
 		return err
-	}
-	if a.jsonFlag {
-		return printJSON(a.stdout(), body)
 	}
 	w := a.stdout()
 	if len(list.Webhooks) == 0 {
