@@ -34,9 +34,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"stead/infra/localproc"
 )
 
 // Version is the mailpit the Makefile builds (make mailpit).
@@ -78,7 +79,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *logBuffer
+	log    *localproc.Log
 }
 
 // Addr is the SMTP server's host:port.
@@ -131,11 +132,11 @@ func Start(t testing.TB, o Options) *Server {
 }
 
 func startOn(bin, dir string, o Options) (*Server, error) {
-	smtpPort, err := freePort()
+	smtpPort, err := localproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	httpPort, err := freePort()
+	httpPort, err := localproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func startOn(bin, dir string, o Options) (*Server, error) {
 	if o.Chaos != "" {
 		args = append(args, "--enable-chaos", "--chaos-triggers", o.Chaos)
 	}
-	log := &logBuffer{max: 32 << 10}
+	log := &localproc.Log{Max: 32 << 10}
 	cmd := exec.Command(bin, args...)
 	// mailpit also reads MP_* variables; the test's options are all it gets.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir}
@@ -190,15 +191,6 @@ func startOn(bin, dir string, o Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady polls the HTTP API and the SMTP port until both answer.
@@ -374,27 +366,4 @@ func NewCert(t testing.TB) *Cert {
 	}
 	c.Pool.AddCert(cert)
 	return c
-}
-
-// logBuffer keeps the last bytes the server printed, for error messages.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > b.max {
-		b.buf = b.buf[len(b.buf)-b.max:]
-	}
-	return len(p), nil
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

@@ -47,6 +47,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"stead/infra/localproc"
 )
 
 // Binary is the emulator's command.
@@ -69,7 +71,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	// exited is closed when the process has exited.
 	exited chan struct{}
-	log    *logBuffer
+	log    *localproc.Log
 }
 
 // Region is the region clients are configured with.
@@ -145,11 +147,11 @@ func start() (*Server, error) {
 }
 
 func startOn(bin string) (*Server, error) {
-	port, err := freePort()
+	port, err := localproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	log := &logBuffer{max: 64 << 10}
+	log := &localproc.Log{Max: 64 << 10, Show: 2000}
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -195,15 +197,6 @@ func (s *Server) serveProxy() error {
 	s.URL = "http://" + l.Addr().String()
 	go func() { _ = s.proxy.Serve(l) }()
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady polls the server's own API until it answers.
@@ -277,30 +270,4 @@ func (s *Server) CreateBucket(ctx context.Context, name string) error {
 		return fmt.Errorf("create bucket %s: %w", name, err)
 	}
 	return nil
-}
-
-// logBuffer keeps the last bytes the server printed, for error messages.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > b.max {
-		b.buf = b.buf[len(b.buf)-b.max:]
-	}
-	return len(p), nil
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) > 2000 {
-		return "…" + string(b.buf[len(b.buf)-2000:])
-	}
-	return string(b.buf)
 }
