@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/notify/notifytest"
 )
 
 // principals of the authorization matrix, in column order.
@@ -74,7 +75,7 @@ func (w *world) newGroup(members ...string) string {
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	// The revoked key fails on every route: this test is not about limits.
-	rc := newReceiver(t)
+	rc := notifytest.NewReceiver(t, "/hooks/stead")
 	var hooks *notifications
 	w := setup(t, func(c *api.Config) { c.AuthLimit = api.AuthLimit{PerAddress: -1, PerKey: -1} }, withNotifier(t, &hooks))
 	f := &matrixFixture{
@@ -84,7 +85,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	f.member = w.newMember("Ana Diaz")
 	f.group = w.newGroup(f.member)
-	f.webhook = w.newWebhook(rc.url).ID
+	f.webhook = w.newWebhook(rc.URL).ID
 	f.delivery = w.ping(f.webhook).ID
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	w.mcp = w.newMCPKey("refunds", "alice").Key
@@ -203,7 +204,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return w.request("DELETE", "/v1/rules/"+w.newRule("alice").ID, c, nil)
 		}, [10]int{200, 200, 403, 401, 401, 404, 200, 403, 403, 401}},
 		{"POST /v1/webhooks", func(c string) *http.Request {
-			return w.request("POST", "/v1/webhooks", c, map[string]any{"url": rc.url})
+			return w.request("POST", "/v1/webhooks", c, map[string]any{"url": rc.URL})
 		}, [10]int{201, 403, 403, 401, 401, 201, 403, 403, 403, 401}},
 		{"GET /v1/webhooks", get("/v1/webhooks"), [10]int{200, 403, 403, 401, 401, 200, 403, 403, 403, 401}},
 		{"GET /v1/webhooks/{id}", get("/v1/webhooks/" + f.webhook), [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
@@ -211,7 +212,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return w.request("PATCH", "/v1/webhooks/"+f.webhook, c, map[string]any{"includeInput": true})
 		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"DELETE /v1/webhooks/{id}", func(c string) *http.Request {
-			return w.request("DELETE", "/v1/webhooks/"+w.newWebhook(rc.url).ID, c, nil)
+			return w.request("DELETE", "/v1/webhooks/"+w.newWebhook(rc.URL).ID, c, nil)
 		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/webhooks/{id}/rotate", func(c string) *http.Request {
 			return w.request("POST", "/v1/webhooks/"+f.webhook+"/rotate", c, nil)

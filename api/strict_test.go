@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/notify/notifytest"
 )
 
 // deepJSON is an array nested n deep.
@@ -113,11 +114,11 @@ func (r bodyRoute) body(extra ...[2]string) string {
 // nothing.
 func TestStrictBodiesEveryRoute(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t)
+	rc := notifytest.NewReceiver(t, "/hooks/stead")
 	var n *notifications
 	w := setup(t, withNotifier(t, &n))
 	run := w.awaiting("alice")
-	hook := w.newWebhook(rc.url).ID
+	hook := w.newWebhook(rc.URL).ID
 	ping := w.ping(hook).ID
 	var ana api.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
@@ -138,8 +139,8 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"PATCH /v1/me/notifications", "/v1/me/notifications", [][2]string{{"email", `"requests"`}}},
 		{"POST /v1/groups", "/v1/groups", [][2]string{{"name", `"legal"`}, {"members", `["` + ana.ID + `"]`}}},
 		{"PATCH /v1/groups/{name}", "/v1/groups/finance", [][2]string{{"description", `"Refunds"`}, {"add", `["` + ana.ID + `"]`}}},
-		{"POST /v1/webhooks", "/v1/webhooks", [][2]string{{"url", quote(rc.url)}, {"events", `["approval.requested"]`}, {"agents", `["refunds"]`}, {"includeInput", `true`}}},
-		{"PATCH /v1/webhooks/{id}", "/v1/webhooks/" + hook, [][2]string{{"url", quote(rc.url + "/v2")}, {"events", `[]`}, {"enabled", `true`}}},
+		{"POST /v1/webhooks", "/v1/webhooks", [][2]string{{"url", quote(rc.URL)}, {"events", `["approval.requested"]`}, {"agents", `["refunds"]`}, {"includeInput", `true`}}},
+		{"PATCH /v1/webhooks/{id}", "/v1/webhooks/" + hook, [][2]string{{"url", quote(rc.URL + "/v2")}, {"events", `[]`}, {"enabled", `true`}}},
 		{"POST /v1/webhooks/{id}/rotate", "/v1/webhooks/" + hook + "/rotate", nil},
 		{"POST /v1/webhooks/{id}/ping", "/v1/webhooks/" + hook + "/ping", nil},
 		{"POST /v1/webhooks/{id}/retry", "/v1/webhooks/" + hook + "/retry", [][2]string{{"deliveryId", quote(ping)}}},

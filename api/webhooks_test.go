@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,62 +13,10 @@ import (
 
 	"stead/api"
 	"stead/notify"
+	"stead/notify/notifytest"
 	"stead/runtime/egress"
 	"stead/store"
 )
-
-// received is one request a receiver got.
-type received struct {
-	header http.Header
-	body   []byte
-}
-
-// receiver is a webhook receiver on loopback: it hands every request to
-// the test and answers with status (200 unless set) and a short body.
-type receiver struct {
-	t      testing.TB
-	url    string
-	got    chan received
-	status atomic.Int32
-}
-
-func newReceiver(t testing.TB) *receiver {
-	t.Helper()
-	rc := &receiver{t: t, got: make(chan received, 2000)}
-	rc.status.Store(http.StatusOK)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.got <- received{header: r.Header.Clone(), body: body}
-		status := int(rc.status.Load())
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "receiver says %d", status)
-	}))
-	t.Cleanup(srv.Close)
-	rc.url = srv.URL + "/hooks/stead"
-	return rc
-}
-
-// next is the next request the receiver got; the test fails if none comes.
-func (rc *receiver) next() received {
-	rc.t.Helper()
-	select {
-	case r := <-rc.got:
-		return r
-	case <-time.After(20 * time.Second):
-		rc.t.Fatal("the receiver got nothing")
-		return received{}
-	}
-}
-
-// none fails the test if the receiver got something not yet read.
-func (rc *receiver) none() {
-	rc.t.Helper()
-	select {
-	case r := <-rc.got:
-		rc.t.Fatalf("the receiver got an unexpected %s: %s", r.header.Get("webhook-id"), r.body)
-	default:
-	}
-}
 
 // notifications is the API's notifier in these tests: a real
 // notify.Notifier over the world's store, delivering through an egress
@@ -140,30 +85,10 @@ func (w *world) getWebhook(id string) api.Webhook {
 
 // signatures checks a request's Standard Webhooks headers: its id, a
 // timestamp, and one valid signature per secret, in that order.
-func signatures(t testing.TB, r received, id string, secrets ...string) {
+func signatures(t testing.TB, r notifytest.Request, id string, secrets ...string) {
 	t.Helper()
-	if got := r.header.Get("webhook-id"); got != id {
+	if got := r.Signed(t, secrets...); got != id {
 		t.Errorf("webhook-id %q, want %q", got, id)
-	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("content type %q", ct)
-	}
-	ts, err := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
-	if err != nil {
-		t.Fatalf("webhook-timestamp %q: %v", r.header.Get("webhook-timestamp"), err)
-	}
-	sigs := strings.Fields(r.header.Get("webhook-signature"))
-	if len(sigs) != len(secrets) {
-		t.Fatalf("%d signatures (%q), want %d", len(sigs), r.header.Get("webhook-signature"), len(secrets))
-	}
-	for i, secret := range secrets {
-		key, err := notify.Key(secret)
-		if err != nil {
-			t.Fatalf("secret %d: %v", i, err)
-		}
-		if want := notify.Sign(key, r.header.Get("webhook-id"), time.Unix(ts, 0), r.body); sigs[i] != want {
-			t.Errorf("signature %d is %q; with secret %d it should be %q", i, sigs[i], i, want)
-		}
 	}
 }
 
@@ -173,7 +98,7 @@ func signatures(t testing.TB, r received, id string, secrets ...string) {
 // by PATCH, and delete.
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t)
+	rc := notifytest.NewReceiver(t, "/hooks/stead")
 	var n *notifications
 	w := setup(t, withNotifier(t, &n))
 	ctx := context.Background()
@@ -185,9 +110,9 @@ func TestWebhooks(t *testing.T) {
 	}
 	var h api.Webhook
 	w.must(w.do("POST", "/v1/webhooks", w.owner, map[string]any{
-		"url": rc.url, "events": []string{"approval.requested", "run.failed", "approval.requested"}, "agents": []string{"refunds"}, "includeInput": true,
+		"url": rc.URL, "events": []string{"approval.requested", "run.failed", "approval.requested"}, "agents": []string{"refunds"}, "includeInput": true,
 	}), 201).decode(&h)
-	if !strings.HasPrefix(h.ID, "whe_") || !strings.HasPrefix(h.Secret, "whsec_") || h.State != api.WebhookEnabled || h.URL != rc.url ||
+	if !strings.HasPrefix(h.ID, "whe_") || !strings.HasPrefix(h.Secret, "whsec_") || h.State != api.WebhookEnabled || h.URL != rc.URL ||
 		strings.Join(h.Events, ",") != "approval.requested,run.failed" || strings.Join(h.Agents, ",") != "refunds" || !h.IncludeInput {
 		t.Fatalf("created %+v", h)
 	}
@@ -210,20 +135,20 @@ func TestWebhooks(t *testing.T) {
 
 	// A ping reaches the receiver, signed with the secret.
 	d := w.ping(h.ID)
-	got := rc.next()
+	got := rc.Next()
 	signatures(t, got, d.ID, secret0)
 	if !strings.HasPrefix(d.ID, "msg_") || d.Type != notify.Ping || d.Status != "delivered" || d.Tries != 1 || len(d.Attempts) != 1 ||
 		d.Attempts[0].Status != 200 || d.Attempts[0].Response != "receiver says 200" || d.WebhookID != h.ID || d.Body != nil {
 		t.Errorf("ping delivery %+v", d)
 	}
 	var payload notify.Payload
-	if err := json.Unmarshal(got.body, &payload); err != nil || payload.Type != notify.Ping || payload.Data.Message == "" || !payload.Timestamp.Equal(w.clock.Now()) {
-		t.Errorf("ping payload %s (%v)", got.body, err)
+	if err := json.Unmarshal(got.Body, &payload); err != nil || payload.Type != notify.Ping || payload.Data.Message == "" || !payload.Timestamp.Equal(w.clock.Now()) {
+		t.Errorf("ping payload %s (%v)", got.Body, err)
 	}
 	if again := w.ping(h.ID); again.ID == d.ID {
 		t.Errorf("two pings share the webhook-id %s", d.ID)
 	} else {
-		signatures(t, rc.next(), again.ID, secret0)
+		signatures(t, rc.Next(), again.ID, secret0)
 	}
 
 	// Rotate: the new secret signs first, the old one beside it for 24 h.
@@ -237,10 +162,10 @@ func TestWebhooks(t *testing.T) {
 		t.Error("GET shows the rotated secret")
 	}
 	d = w.ping(h.ID)
-	signatures(t, rc.next(), d.ID, secret1, secret0)
+	signatures(t, rc.Next(), d.ID, secret1, secret0)
 	w.clock.Advance(notify.RotationOverlap + time.Second)
 	d = w.ping(h.ID)
-	last := rc.next()
+	last := rc.Next()
 	signatures(t, last, d.ID, secret1)
 	if g := w.getWebhook(h.ID); !g.PreviousSecretUntil.IsZero() {
 		t.Errorf("the old secret still signs until %s", g.PreviousSecretUntil)
@@ -272,19 +197,19 @@ func TestWebhooks(t *testing.T) {
 	if len(page.Deliveries) != 1 || page.Deliveries[0].ID != log.Deliveries[3].ID {
 		t.Errorf("second page %+v", page)
 	}
-	if full := w.delivery(h.ID, d.ID); string(full.Body) != string(last.body) || full.Attempts[0].LatencyMs < 0 {
+	if full := w.delivery(h.ID, d.ID); string(full.Body) != string(last.Body) || full.Attempts[0].LatencyMs < 0 {
 		t.Errorf("delivery %+v", full)
 	}
 
 	// A 500 fails a ping; a retry of that delivery, once the receiver
 	// works, sends it again under the same webhook-id.
-	rc.status.Store(http.StatusInternalServerError)
+	rc.Status.Store(http.StatusInternalServerError)
 	failed := w.ping(h.ID)
-	rc.next()
+	rc.Next()
 	if failed.Status != "failed" || failed.Attempts[0].Status != 500 || failed.Attempts[0].Response != "receiver says 500" {
 		t.Errorf("a ping answered 500: %+v", failed)
 	}
-	rc.status.Store(http.StatusOK)
+	rc.Status.Store(http.StatusOK)
 	kicks := n.kicks.Load()
 	var retried api.WebhookRetry
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"deliveryId": failed.ID}), 200).decode(&retried)
@@ -295,8 +220,8 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("a retried delivery is %s, next at %s", pending.Status, pending.NextAt)
 	}
 	n.pass(t)
-	signatures(t, rc.next(), failed.ID, secret2, secret1)
-	rc.none()
+	signatures(t, rc.Next(), failed.ID, secret2, secret1)
+	rc.None()
 	if after := w.delivery(h.ID, failed.ID); after.Status != "delivered" || after.Tries != 2 || after.Attempts[1].Status != 200 {
 		t.Errorf("after the retry: %+v", after)
 	}
@@ -309,9 +234,9 @@ func TestWebhooks(t *testing.T) {
 	b := w.ping(h.ID)
 	w.clock.Advance(time.Minute)
 	w.ping(h.ID)
-	rc.next()
-	rc.next()
-	rc.next()
+	rc.Next()
+	rc.Next()
+	rc.Next()
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{
 		"since": from.Format(time.RFC3339), "until": from.Add(time.Minute).Format(time.RFC3339),
 	}), 200).decode(&retried)
@@ -319,25 +244,25 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("retried %d of the range, want 2", retried.Retried)
 	}
 	n.pass(t)
-	ids := map[string]bool{rc.next().header.Get("webhook-id"): true, rc.next().header.Get("webhook-id"): true}
+	ids := map[string]bool{rc.Next().Header.Get("webhook-id"): true, rc.Next().Header.Get("webhook-id"): true}
 	if !ids[a.ID] || !ids[b.ID] {
 		t.Errorf("the range retried %v, want %s and %s", ids, a.ID, b.ID)
 	}
-	rc.none()
+	rc.None()
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"since": from.Add(-time.Minute).Format(time.RFC3339)}), 200).decode(&retried)
 	if retried.Retried != 3 {
 		t.Errorf("retried %d since a minute before the range, want the 3 pings since", retried.Retried)
 	}
 	n.pass(t)
 	for range 3 {
-		rc.next()
+		rc.Next()
 	}
 
 	// Failing, then a 410: the endpoint is disabled, with why and when.
-	rc.status.Store(http.StatusInternalServerError)
+	rc.Status.Store(http.StatusInternalServerError)
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"deliveryId": a.ID}), 200)
 	n.pass(t)
-	rc.next()
+	rc.Next()
 	failingAt := w.clock.Now()
 	if g := w.getWebhook(h.ID); g.State != api.WebhookEnabled || !g.FailingSince.Equal(failingAt) {
 		t.Errorf("after a failure: %+v", g)
@@ -345,12 +270,12 @@ func TestWebhooks(t *testing.T) {
 	if p := w.delivery(h.ID, a.ID); p.Status != "pending" || !p.NextAt.After(failingAt) {
 		t.Errorf("a failed retry is not tried again later: %+v", p)
 	}
-	rc.status.Store(http.StatusGone)
+	rc.Status.Store(http.StatusGone)
 	w.clock.Advance(time.Second)
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"deliveryId": b.ID}), 200)
 	n.pass(t)
-	rc.next()
-	rc.none()
+	rc.Next()
+	rc.None()
 	g := w.getWebhook(h.ID)
 	if g.State != api.WebhookDisabled || !strings.Contains(g.DisabledReason, "410") || !g.DisabledAt.Equal(w.clock.Now()) {
 		t.Errorf("after a 410: %+v", g)
@@ -360,11 +285,11 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("retry of a disabled endpoint: %s", msg)
 	}
 	// A ping still checks it.
-	rc.status.Store(http.StatusOK)
+	rc.Status.Store(http.StatusOK)
 	if p := w.ping(h.ID); p.Status != "delivered" {
 		t.Errorf("a ping of a disabled endpoint: %+v", p)
 	}
-	rc.next()
+	rc.Next()
 	g = api.Webhook{}
 	w.must(w.do("PATCH", "/v1/webhooks/"+h.ID, w.owner, map[string]any{"enabled": true}), 200).decode(&g)
 	if g.State != api.WebhookEnabled || !g.DisabledAt.IsZero() || g.DisabledReason != "" || !g.FailingSince.IsZero() {
@@ -375,7 +300,7 @@ func TestWebhooks(t *testing.T) {
 	// deliveries by hand, naming who.
 	g = api.Webhook{}
 	w.must(w.do("PATCH", "/v1/webhooks/"+h.ID, w.owner, map[string]any{"events": []string{}, "includeInput": false, "enabled": false}), 200).decode(&g)
-	if len(g.Events) != 0 || g.IncludeInput || strings.Join(g.Agents, ",") != "refunds" || g.URL != rc.url ||
+	if len(g.Events) != 0 || g.IncludeInput || strings.Join(g.Agents, ",") != "refunds" || g.URL != rc.URL ||
 		g.State != api.WebhookDisabled || !strings.HasPrefix(g.DisabledReason, "disabled by ") || !strings.Contains(g.DisabledReason, "key_") {
 		t.Errorf("patched %+v", g)
 	}
@@ -402,7 +327,7 @@ func TestWebhooks(t *testing.T) {
 // changes nothing.
 func TestWebhookRefusals(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t)
+	rc := notifytest.NewReceiver(t, "/hooks/stead")
 	var n *notifications
 	w := setup(t, withNotifier(t, &n))
 	tooMany := make([]string, api.MaxWebhookFilter+1)
@@ -422,12 +347,12 @@ func TestWebhookRefusals(t *testing.T) {
 		{"a password", map[string]any{"url": "https://ana:pw@hooks.example.com/"}, "url", "user name or password"},
 		{"control characters", map[string]any{"url": "https://hooks.example.com/\x01"}, "url", "control characters"},
 		{"too long", map[string]any{"url": "https://hooks.example.com/" + strings.Repeat("a", api.MaxWebhookURL)}, "url", "at most 2000"},
-		{"an unknown event", map[string]any{"url": rc.url, "events": []string{"run.failed", "approval.maybe"}}, "events[1]", `"approval.maybe" is not an event type; the types are approval.requested`},
-		{"ping is no event", map[string]any{"url": rc.url, "events": []string{notify.Ping}}, "events[0]", "is not an event type"},
-		{"21 events", map[string]any{"url": rc.url, "events": tooMany}, "events", "at most 20 event types (got 21); leave it out"},
-		{"21 agents", map[string]any{"url": rc.url, "agents": tooMany}, "agents", "at most 20 agents (got 21)"},
-		{"an empty agent", map[string]any{"url": rc.url, "agents": []string{""}}, "agents[0]", "is required"},
-		{"enabled on create", map[string]any{"url": rc.url, "enabled": true}, "enabled", "a new endpoint is enabled"},
+		{"an unknown event", map[string]any{"url": rc.URL, "events": []string{"run.failed", "approval.maybe"}}, "events[1]", `"approval.maybe" is not an event type; the types are approval.requested`},
+		{"ping is no event", map[string]any{"url": rc.URL, "events": []string{notify.Ping}}, "events[0]", "is not an event type"},
+		{"21 events", map[string]any{"url": rc.URL, "events": tooMany}, "events", "at most 20 event types (got 21); leave it out"},
+		{"21 agents", map[string]any{"url": rc.URL, "agents": tooMany}, "agents", "at most 20 agents (got 21)"},
+		{"an empty agent", map[string]any{"url": rc.URL, "agents": []string{""}}, "agents[0]", "is required"},
+		{"enabled on create", map[string]any{"url": rc.URL, "enabled": true}, "enabled", "a new endpoint is enabled"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prev := w.t
@@ -444,8 +369,8 @@ func TestWebhookRefusals(t *testing.T) {
 		t.Error("refused requests kicked the notifier")
 	}
 
-	h := w.newWebhook(rc.url)
-	other := w.newWebhook(rc.url + "/other")
+	h := w.newWebhook(rc.URL)
+	other := w.newWebhook(rc.URL + "/other")
 	before := w.getWebhook(h.ID)
 	refused(t, w.do("PATCH", "/v1/webhooks/"+h.ID, w.owner, map[string]any{"events": []string{"run.failed"}, "url": "mailto:ops@example.com"}), "url", "absolute http or https URL")
 	if after := w.getWebhook(h.ID); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -465,7 +390,7 @@ func TestWebhookRefusals(t *testing.T) {
 
 	// Retry: say what, once; a delivery of another endpoint is not found.
 	d := w.ping(other.ID)
-	rc.next()
+	rc.Next()
 	retry := "/v1/webhooks/" + h.ID + "/retry"
 	for _, c := range []struct {
 		name        string

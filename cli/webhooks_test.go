@@ -3,87 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"stead/notify"
+	"stead/notify/notifytest"
 	"stead/runtime/egress"
 )
-
-// hookRequest is one request a hookReceiver got.
-type hookRequest struct {
-	header http.Header
-	body   []byte
-}
-
-// hookReceiver is a webhook receiver on loopback that hands every request
-// to the test and answers with status (200 unless set).
-type hookReceiver struct {
-	t      testing.TB
-	url    string
-	got    chan hookRequest
-	status atomic.Int32
-}
-
-func newHookReceiver(t testing.TB) *hookReceiver {
-	t.Helper()
-	rc := &hookReceiver{t: t, got: make(chan hookRequest, 100)}
-	rc.status.Store(http.StatusOK)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.got <- hookRequest{header: r.Header.Clone(), body: body}
-		status := int(rc.status.Load())
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "receiver says %d", status)
-	}))
-	t.Cleanup(srv.Close)
-	rc.url = srv.URL + "/hooks"
-	return rc
-}
-
-func (rc *hookReceiver) next() hookRequest {
-	rc.t.Helper()
-	select {
-	case r := <-rc.got:
-		return r
-	case <-time.After(20 * time.Second):
-		rc.t.Fatal("the receiver got nothing")
-		return hookRequest{}
-	}
-}
-
-// signed fails the test unless r carries one valid signature per secret,
-// in that order, and returns its webhook-id.
-func (r hookRequest) signed(t testing.TB, secrets ...string) string {
-	t.Helper()
-	id := r.header.Get("webhook-id")
-	ts, err := strconv.ParseInt(r.header.Get("webhook-timestamp"), 10, 64)
-	if err != nil || !strings.HasPrefix(id, "msg_") {
-		t.Fatalf("webhook-id %q, webhook-timestamp %q", id, r.header.Get("webhook-timestamp"))
-	}
-	sigs := strings.Fields(r.header.Get("webhook-signature"))
-	if len(sigs) != len(secrets) {
-		t.Fatalf("signatures %q, want %d", sigs, len(secrets))
-	}
-	for i, s := range secrets {
-		key, err := notify.Key(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := notify.Sign(key, id, time.Unix(ts, 0), r.body); sigs[i] != want {
-			t.Errorf("signature %d %q, want %q (secret %d)", i, sigs[i], want, i)
-		}
-	}
-	return id
-}
 
 var (
 	webhookIDRe = regexp.MustCompile(`\bwhe_[a-z2-7]+\b`)
@@ -97,30 +26,30 @@ var (
 // a disabled endpoint enabled again, rm; --json on each.
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
-	rc := newHookReceiver(t)
+	rc := notifytest.NewReceiver(t, "/hooks")
 	s := newTestStack(t, func(c *StackConfig) { c.Egress = egress.Policy{Allow: egress.Loopback} })
 	if r := s.mustCLI("webhooks", "list"); !strings.Contains(r.stdout, "no webhooks") {
 		t.Errorf("webhooks list before any: %s", r.stdout)
 	}
 
-	r := s.mustCLI("webhooks", "add", rc.url, "--events", "approval.requested,run.succeeded", "--agent", "refunds", "--include-input")
+	r := s.mustCLI("webhooks", "add", rc.URL, "--events", "approval.requested,run.succeeded", "--agent", "refunds", "--include-input")
 	id, secret := webhookIDRe.FindString(r.stdout), secretRe.FindString(r.stdout)
-	if !strings.HasPrefix(r.stdout, "added webhook "+id+"  "+rc.url) || secret == "" || !strings.Contains(r.stdout, "only time the secret is shown") ||
+	if !strings.HasPrefix(r.stdout, "added webhook "+id+"  "+rc.URL) || secret == "" || !strings.Contains(r.stdout, "only time the secret is shown") ||
 		!strings.Contains(r.stdout, "approval.requested, run.succeeded") || !strings.Contains(r.stdout, "sent with approval events") {
 		t.Fatalf("webhooks add: %s", r.stdout)
 	}
 
 	// The project's events reach it, signed.
 	run := s.startAwaiting("o-1001")
-	got := rc.next()
-	requested := got.signed(t, secret)
+	got := rc.Next()
+	requested := got.Signed(t, secret)
 	var p notify.Payload
-	if err := json.Unmarshal(got.body, &p); err != nil || p.Type != "approval.requested" || p.Data.ApprovalID != run.ApprovalID || p.Data.RunID != run.ID || len(p.Data.Input) == 0 {
-		t.Errorf("approval.requested payload %s (%v)", got.body, err)
+	if err := json.Unmarshal(got.Body, &p); err != nil || p.Type != "approval.requested" || p.Data.ApprovalID != run.ApprovalID || p.Data.RunID != run.ID || len(p.Data.Input) == 0 {
+		t.Errorf("approval.requested payload %s (%v)", got.Body, err)
 	}
 
 	r = s.mustCLI("webhooks", "list")
-	for _, want := range []string{"ID", "URL", "EVENTS", "AGENTS", "STATE", id, rc.url, "approval.requested, run.succeeded", "refunds", "enabled"} {
+	for _, want := range []string{"ID", "URL", "EVENTS", "AGENTS", "STATE", id, rc.URL, "approval.requested, run.succeeded", "refunds", "enabled"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("webhooks list lacks %q:\n%s", want, r.stdout)
 		}
@@ -137,14 +66,14 @@ func TestWebhooks(t *testing.T) {
 
 	// Ping: the status and latency; the receiver gets it signed.
 	r = s.mustCLI("webhooks", "ping", id)
-	pinged := rc.next().signed(t, secret)
+	pinged := rc.Next().Signed(t, secret)
 	if !strings.HasPrefix(r.stdout, "ping "+id+": 200 OK in ") || !strings.Contains(r.stdout, "(webhook-id "+pinged+")") {
 		t.Errorf("webhooks ping: %s", r.stdout)
 	}
 	if r := s.mustCLI("--json", "webhooks", "ping", id); jsonField(t, r.stdout, "status") != "delivered" || jsonField(t, r.stdout, "attempts.0.status") != "200" {
 		t.Errorf("webhooks ping --json: %s", r.stdout)
 	}
-	rc.next()
+	rc.Next()
 
 	// Rotate: the new secret once; both sign for a day.
 	r = s.mustCLI("webhooks", "rotate", id)
@@ -154,30 +83,30 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("webhooks rotate: %s", r.stdout)
 	}
 	s.mustCLI("webhooks", "ping", id)
-	rc.next().signed(t, secret1, secret)
+	rc.Next().Signed(t, secret1, secret)
 	if r := s.mustCLI("webhooks", "show", id); !strings.Contains(r.stdout, "old secret  signs beside the current one until 2026-11-30 12:00:00Z") {
 		t.Errorf("webhooks show after rotate: %s", r.stdout)
 	}
 
 	// A failed ping says why and exits 1; a retry sends it again, under
 	// the same webhook-id.
-	rc.status.Store(http.StatusInternalServerError)
+	rc.Status.Store(http.StatusInternalServerError)
 	r = s.cli("webhooks", "ping", id)
 	failed := messageIDRe.FindString(r.stderr)
 	if r.code != 1 || !strings.Contains(r.stderr, "ping of webhook "+id+" failed: 500 Internal Server Error in ") || !strings.Contains(r.stderr, "receiver says 500") || failed == "" {
 		t.Errorf("a failed ping: %s", r)
 	}
-	rc.next()
+	rc.Next()
 	if r := s.cli("--json", "webhooks", "ping", id); r.code != 1 || jsonField(t, r.stdout, "status") != "failed" {
 		t.Errorf("a failed ping --json: %s", r)
 	}
-	rc.next()
-	rc.status.Store(http.StatusOK)
+	rc.Next()
+	rc.Status.Store(http.StatusOK)
 	r = s.mustCLI("webhooks", "retry", id, "--delivery", failed)
 	if !strings.HasPrefix(r.stdout, "retrying 1 delivery of webhook "+id+" now") {
 		t.Errorf("webhooks retry --delivery: %s", r.stdout)
 	}
-	if again := rc.next().signed(t, secret1, secret); again != failed {
+	if again := rc.Next().Signed(t, secret1, secret); again != failed {
 		t.Errorf("the retry came as %s, want %s", again, failed)
 	}
 
@@ -201,7 +130,7 @@ func TestWebhooks(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for range 6 {
-		ids[rc.next().signed(t, secret1, secret)] = true
+		ids[rc.Next().Signed(t, secret1, secret)] = true
 	}
 	if len(ids) != 6 || !ids[requested] || !ids[pinged] || !ids[failed] {
 		t.Errorf("the range retried %v", ids)
@@ -245,7 +174,7 @@ func TestWebhooks(t *testing.T) {
 	if r := s.mustCLI("webhooks", "list"); strings.Contains(r.stdout, id) {
 		t.Errorf("webhooks list after rm: %s", r.stdout)
 	}
-	r = s.mustCLI("--json", "webhooks", "add", rc.url)
+	r = s.mustCLI("--json", "webhooks", "add", rc.URL)
 	if !strings.HasPrefix(jsonField(t, r.stdout, "secret"), "whsec_") || !strings.HasPrefix(jsonField(t, r.stdout, "id"), "whe_") {
 		t.Errorf("webhooks add --json: %s", r.stdout)
 	}
