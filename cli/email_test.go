@@ -6,19 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"stead/api"
 	"stead/approvals"
 	"stead/infra/mailpit"
-	"stead/infra/testclock"
 	"stead/notify/email"
 	"stead/store"
 )
@@ -27,44 +23,11 @@ import (
 // running and its own address as the public URL of review links.
 func newMailStack(t *testing.T, mp *mailpit.Server) *testStack {
 	t.Helper()
-	dir := t.TempDir()
-	clk := testclock.New(epoch)
-	srv := httptest.NewUnstartedServer(nil)
-	public := "http://" + srv.Listener.Addr().String()
 	smtp, err := email.Plain(mp.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true, PublicURL: public, SMTP: &smtp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	proj, key, err := api.Bootstrap(ctx, st.Store, "test", clk.Now())
-	if err != nil {
-		_ = st.Close(ctx)
-		t.Fatal(err)
-	}
-	if err := deployExample(ctx, st, proj.ID, st.log); err != nil { // and its demo orders
-		_ = st.Close(ctx)
-		t.Fatal(err)
-	}
-	st.StartNotifier()
-	srv.Config.Handler = st.API
-	srv.Start()
-	tr := &http.Transport{}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.CloseClientConnections()
-		srv.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := st.Close(cctx); err != nil {
-			t.Errorf("close stack: %v", err)
-		}
-	})
-	return &testStack{t: t, stack: st, srv: srv, clock: clk, project: proj.ID, key: key, config: filepath.Join(dir, "config.json"),
-		http: &http.Client{Transport: tr, Timeout: time.Minute}}
+	return newTestStack(t, func(c *StackConfig) { c.SMTP = &smtp })
 }
 
 // member adds a member with an email (and, with key, a key) and returns

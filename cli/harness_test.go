@@ -51,32 +51,53 @@ type testStack struct {
 var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 // newTestStack starts a test stack; opts change its config (the egress
-// policy of a test with a loopback webhook receiver). Its notifier runs, as
-// in stead dev.
+// policy of a test with a loopback webhook receiver, an SMTP server). Its
+// notifier runs, as in stead dev, and its own address is the public URL.
 func newTestStack(t testing.TB, opts ...func(*StackConfig)) *testStack {
+	t.Helper()
+	return openTestStack(t, true, opts...)
+}
+
+// openTestStack is newTestStack; without notifier the test makes the
+// notifier's passes itself.
+func openTestStack(t testing.TB, notifier bool, opts ...func(*StackConfig)) *testStack {
 	t.Helper()
 	dir := t.TempDir()
 	clk := testclock.New(epoch)
-	cfg := StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true}
+	srv := httptest.NewUnstartedServer(nil)
+	ctx := context.Background()
+	var (
+		proj store.Project
+		key  string
+	)
+	cfg := StackConfig{
+		Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true,
+		PublicURL: "http://" + srv.Listener.Addr().String(),
+		// As stead dev: the project exists before the channels are built.
+		EnsureProject: func(st store.Store) (string, error) {
+			var err error
+			proj, key, err = api.Bootstrap(ctx, st, "test", clk.Now())
+			return proj.ID, err
+		},
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	st, err := OpenStack(cfg)
 	if err != nil {
+		srv.Close()
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	proj, key, err := api.Bootstrap(ctx, st.Store, "test", clk.Now())
-	if err != nil {
+	if err := deployExample(ctx, st, proj.ID, st.log); err != nil { // and its demo orders
 		_ = st.Close(ctx)
+		srv.Close()
 		t.Fatal(err)
 	}
-	if err := deployExample(ctx, st, proj.ID, st.log); err != nil {
-		_ = st.Close(ctx)
-		t.Fatal(err)
+	if notifier {
+		st.StartNotifier()
 	}
-	st.StartNotifier()
-	srv := httptest.NewServer(st.API)
+	srv.Config.Handler = st.API
+	srv.Start()
 	tr := &http.Transport{}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()

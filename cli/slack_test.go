@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"stead/api"
 	"stead/approvals"
-	"stead/infra/testclock"
 	"stead/notify/slack"
 	"stead/notify/slack/slacktest"
 	"stead/store"
@@ -39,8 +37,6 @@ type slackStack struct {
 func newSlackStack(t *testing.T) *slackStack {
 	t.Helper()
 	sl := slacktest.New(t, slackToken, slackChannel)
-	dir := t.TempDir()
-	clk := testclock.New(epoch)
 	// As `stead dev`: no STEAD_SLACK_PROJECT, so Slack serves the project
 	// ensured as the store opens.
 	cfg, err := slack.FromEnvLocal(func(k string) string {
@@ -52,40 +48,9 @@ func newSlackStack(t *testing.T) *slackStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	var (
-		proj store.Project
-		key  string
-	)
-	st, err := OpenStack(StackConfig{Dir: filepath.Join(dir, "data"), Workers: 2, Now: clk.Now, NoSync: true,
-		PublicURL: "https://stead.example", Slack: cfg, EnsureProject: func(st store.Store) (string, error) {
-			var err error
-			proj, key, err = api.Bootstrap(ctx, st, "test", clk.Now())
-			return proj.ID, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deployExample(ctx, st, proj.ID, st.log); err != nil {
-		_ = st.Close(ctx)
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(st.API)
-	tr := &http.Transport{}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.CloseClientConnections()
-		srv.Close()
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := st.Close(cctx); err != nil {
-			t.Errorf("close stack: %v", err)
-		}
-	})
 	return &slackStack{
-		testStack: &testStack{t: t, stack: st, srv: srv, clock: clk, project: proj.ID, key: key, config: filepath.Join(dir, "config.json"),
-			http: &http.Client{Transport: tr, Timeout: time.Minute}},
-		slack: sl,
+		testStack: openTestStack(t, false, func(c *StackConfig) { c.Slack, c.PublicURL = cfg, "https://stead.example" }),
+		slack:     sl,
 	}
 }
 
