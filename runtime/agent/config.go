@@ -42,6 +42,9 @@ type Config struct {
 	// Models holds the language models by name (empty when the file has no
 	// "models").
 	Models map[string]*Model
+	// MCPServers holds the remote MCP servers by name (empty when the file
+	// has no "mcpServers").
+	MCPServers map[string]*MCPServer
 	// Raw is the file as parsed.
 	Raw json.RawMessage
 	// Warnings are things that are allowed but probably not meant, such as
@@ -98,15 +101,21 @@ type Agent struct {
 	policyRaw json.RawMessage
 }
 
-// Tool is the posture of one tool: one function the bundle exports.
+// Tool is the posture of one tool: one function the bundle exports, or a
+// remote MCP server's tool (MCP set).
 type Tool struct {
-	// Name is the tool name, which is also the name of the exported handler.
+	// Name is the tool name, which is also the name of the exported handler
+	// (of a bundle tool).
 	Name string
+	// MCP, when set, makes the tool MCP-backed: a call goes to that remote
+	// tool instead of a handler. Nil for a bundle tool.
+	MCP *MCPRef
 	// Agent is the name of the agent that declares the tool.
 	Agent       string
 	Description string
 	Effect      Effect
-	// Source is SourceInternal unless the config says external.
+	// Source is SourceInternal unless the config says external
+	// (SourceExternal for an MCP-backed tool unless it says internal).
 	Source           Source
 	RequiresApproval bool
 	// Approvers is who must approve the tool's calls (approvals.approvers,
@@ -275,7 +284,7 @@ func (c *Config) Agent(name string) (*Agent, bool) {
 func (c *Config) AgentNames() []string { return slices.Sorted(maps.Keys(c.Agents)) }
 
 // CheckExports checks that every declared tool names a function the bundle
-// exports. It returns a *ConfigError with one problem per missing tool,
+// exports (MCP-backed tools are not exports and are not checked). It returns a *ConfigError with one problem per missing tool,
 // e.g. `/agents/refunds/tools/refundOrdr: config names tool "refundOrdr",
 // bundle exports: listOrders, refundOrder`.
 func (c *Config) CheckExports(functions []string) error {
@@ -291,7 +300,7 @@ func (c *Config) CheckExports(functions []string) error {
 	for _, an := range c.AgentNames() {
 		a := c.Agents[an]
 		for _, tn := range a.ToolNames() {
-			if !have[tn] {
+			if !have[tn] && a.Tools[tn].MCP == nil {
 				problems = append(problems, Problem{
 					Pointer: jsonPointer("agents", an, "tools", tn),
 					Message: fmt.Sprintf("config names tool %q, bundle exports: %s", tn, exports),
@@ -413,16 +422,17 @@ func (p *parser) config(doc any) *Config {
 	root, _ := doc.(map[string]any)
 	c.Handlers, _ = root["handlers"].(string)
 	c.Models = p.models(root)
+	c.MCPServers = p.mcpServers(root)
 	agents, _ := root["agents"].(map[string]any)
 	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		if am, ok := agents[name].(map[string]any); ok {
-			c.Agents[name] = p.agent(name, am, jsonPointer("agents", name), modelRefs(c.Models))
+			c.Agents[name] = p.agent(name, am, jsonPointer("agents", name), modelRefs(c.Models), c.MCPServers)
 		}
 	}
 	return c
 }
 
-func (p *parser) agent(name string, m map[string]any, ptr string, models modelRefs) *Agent {
+func (p *parser) agent(name string, m map[string]any, ptr string, models modelRefs, servers map[string]*MCPServer) *Agent {
 	a := &Agent{Name: name, Tools: map[string]*Tool{}, stepAt: map[string]int{}}
 	a.Description, _ = m["description"].(string)
 	if v, ok := m["input"]; ok {
@@ -444,11 +454,17 @@ func (p *parser) agent(name string, m map[string]any, ptr string, models modelRe
 	tools, isObject := m["tools"].(map[string]any)
 	for _, tn := range slices.Sorted(maps.Keys(tools)) {
 		tptr := jsonPointer("agents", name, "tools", tn)
-		if msg := toolNameProblem(tn); msg != "" {
+		tm, isTool := tools[tn].(map[string]any)
+		nameProblem := toolNameProblem
+		if _, mcp := tm["mcp"]; mcp {
+			nameProblem = mcpToolNameProblem
+		}
+		if msg := nameProblem(tn); msg != "" {
 			p.report(tptr, msg)
 		}
-		if tm, ok := tools[tn].(map[string]any); ok {
+		if isTool {
 			t := p.tool(a, tn, tm, tptr)
+			p.mcpTool(t, tm, tptr, servers)
 			a.Tools[tn] = t
 			if t.separate.value == "" {
 				t.separate = agentSeparate
