@@ -343,6 +343,28 @@ type Deployment struct {
 	Agents     []string        `json:"agents"`
 	CreatedBy  string          `json:"createdBy"`
 	CreatedAt  time.Time       `json:"createdAt"`
+	// MCPTools are the definitions of the deployment's MCP-backed tools as
+	// its deploy fetched them (pinned), one per server and remote tool,
+	// sorted by server then tool; none without MCP-backed tools.
+	MCPTools []MCPToolPin `json:"mcpTools,omitempty"`
+}
+
+// MCPToolPin is a remote MCP tool's definition as a deploy fetched it. A
+// call is made only while the server's definition still has Fingerprint.
+type MCPToolPin struct {
+	// Server is the server's name in stead.json; Tool the remote tool's name.
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Fingerprint is "sha256:<hex>" over name, description and schemas.
+	Fingerprint string `json:"fingerprint"`
+	Description string `json:"description,omitempty"`
+	// InputSchema and OutputSchema are the remote schemas (nil if none).
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// Change says how this deploy's definition differs from the previous
+	// deployment's: "new", or the parts that changed ("description,
+	// inputSchema"); "" when unchanged.
+	Change string `json:"change,omitempty"`
 }
 
 // BrokerRecord is one value in a handler's scoped data: a collection and key
