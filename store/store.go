@@ -133,6 +133,13 @@ type Run struct {
 	// runs and for callers that are no member): whom separateFrom
 	// "requester" keeps from deciding its approvals.
 	Requester string `json:"requester,omitempty"`
+	// Tool is set on a one-call run (an MCP client's tools/call): the one
+	// tool of Agent the run calls, with Input as its input. Empty on a run
+	// of the agent's steps.
+	Tool string `json:"tool,omitempty"`
+	// Via says where the run came from when not from the REST API:
+	// "mcp:<MCP key id>" for a call through POST /mcp.
+	Via string `json:"via,omitempty"`
 	// IdempotencyKey and RequestDigest come from the create request's
 	// Idempotency-Key header and body; a key is unique per project.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
@@ -421,7 +428,7 @@ type RunCommit struct {
 	// Run is the new state. Its Version must equal the stored version; the
 	// store stores Version+1 and advances LastSeq over Events. The run's
 	// identity (ID, ProjectID, Agent, EndUserID, Requester, Deployment,
-	// IdempotencyKey, RequestDigest, CreatedAt) is kept as stored.
+	// Tool, Via, IdempotencyKey, RequestDigest, CreatedAt) is kept as stored.
 	Run Run
 	// Events are appended in order after the run's last event; the store
 	// assigns their Seq and RunID.

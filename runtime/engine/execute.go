@@ -67,6 +67,11 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	if !ok {
 		return e.failUnrunnable(ctx, r, fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment))
 	}
+	if r.Tool != "" {
+		if ag, ok = ag.Call(r.Tool); !ok {
+			return e.failUnrunnable(ctx, r, fmt.Errorf("agent %q of deployment %d has no tool %q", r.Agent, r.Deployment, r.Tool))
+		}
+	}
 	lease := e.lease(d.config, ag)
 
 	// Listen for a local cancel before claiming, so that a cancel landing
@@ -388,11 +393,17 @@ type traceNames struct{ started, completed string }
 func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, tool *agent.Tool, inputJSON json.RawMessage, key string, names traceNames, extra map[string]any) (handlerCall, error) {
 	startData := map[string]any{"tool": tool.Name, "input": inputJSON, "idempotencyKey": key, "attempt": x.run.Attempts}
 	maps.Copy(startData, extra)
+	if tool.MCP != nil {
+		startData["mcp"] = map[string]any{"server": tool.MCP.Server, "tool": tool.MCP.Name}
+	}
 	x.emit(names.started, s.ID, startData)
 
 	callCtx, cancel := context.WithTimeout(ctx, tool.Timeout)
 	defer cancel()
 	started := x.e.now()
+	if tool.MCP != nil {
+		return x.callMCP(ctx, callCtx, s, tool, inputJSON, key, names, started)
+	}
 	res, err := x.e.cfg.Invoker.Invoke(callCtx, x.dep.bundle, jsvm.Invocation{
 		Tenant:         x.run.ProjectID,
 		Export:         tool.Name,

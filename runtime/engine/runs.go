@@ -74,12 +74,17 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 	if p.IdempotencyKey != "" {
 		run.RequestDigest = requestDigest(p)
 	}
-	created, err := e.store.CreateRun(ctx, run, []store.Event{
-		event("run.created", now, "", byActor(actor, map[string]any{
-			"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input,
-		})),
+	return e.create(ctx, actor, run, map[string]any{
+		"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input,
 	})
-	if errors.Is(err, store.ErrExists) && p.IdempotencyKey != "" && created.ID != "" {
+}
+
+// create stores a new run with its run.created event and dispatches it. It
+// reports whether the run is new: false when run.IdempotencyKey names a run
+// created by the same request (ErrIdempotencyKeyReused when by another).
+func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Run, data map[string]any) (store.Run, bool, error) {
+	created, err := e.store.CreateRun(ctx, run, []store.Event{event("run.created", run.CreatedAt, "", byActor(actor, data))})
+	if errors.Is(err, store.ErrExists) && run.IdempotencyKey != "" && created.ID != "" {
 		if created.RequestDigest != run.RequestDigest {
 			return store.Run{}, false, ErrIdempotencyKeyReused
 		}
@@ -135,6 +140,8 @@ func (e *Engine) canSee(ctx context.Context, a approvals.Actor, r store.Run) (bo
 		return true, nil
 	case a.Role.May(approvals.ReadOwnRuns) && a.EndUserID != "" && a.EndUserID == r.EndUserID:
 		return true, nil
+	case a.Role.May(approvals.CallTools) && r.Via == ViaMCP(a.ID):
+		return true, nil
 	case a.Role.May(approvals.ReadApprovalRuns):
 		if r.ApprovalID != "" {
 			return true, nil
@@ -177,7 +184,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 	if err != nil {
 		return store.Run{}, err
 	}
-	if !actor.Role.May(approvals.RunAgents) {
+	if !actor.Role.May(approvals.RunAgents) && !(actor.Role.May(approvals.CallTools) && r.Via == ViaMCP(actor.ID)) {
 		return store.Run{}, ErrForbidden
 	}
 	for attempt := 1; ; attempt++ {

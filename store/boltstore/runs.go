@@ -221,6 +221,8 @@ func keepIdentity(r, stored store.Run) store.Run {
 	r.Agent = stored.Agent
 	r.EndUserID = stored.EndUserID
 	r.Requester = stored.Requester
+	r.Tool = stored.Tool
+	r.Via = stored.Via
 	r.Deployment = stored.Deployment
 	r.IdempotencyKey = stored.IdempotencyKey
 	r.RequestDigest = stored.RequestDigest

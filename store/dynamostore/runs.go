@@ -25,6 +25,8 @@ const (
 	aAgent       = "ag"
 	aEndUser     = "eu"
 	aRequester   = "rq"
+	aCallTool    = "ot"
+	aVia         = "via"
 	aDeployment  = "dep"
 	aIdemKey     = "ik"
 	aReqDigest   = "rd"
@@ -153,6 +155,8 @@ func (s *Store) runFromItem(ctx context.Context, it item) (store.Run, error) {
 		Agent:          getS(it, aAgent),
 		EndUserID:      getS(it, aEndUser),
 		Requester:      getS(it, aRequester),
+		Tool:           getS(it, aCallTool),
+		Via:            getS(it, aVia),
 		Deployment:     int(getN(it, aDeployment)),
 		Status:         store.RunStatus(getS(it, aStatus)),
 		Trust:          store.Trust(getS(it, aTrust)),
@@ -339,6 +343,12 @@ func (s *Store) newRunItem(ctx context.Context, r store.Run, events []store.Even
 	}
 	if r.Requester != "" {
 		it[aRequester] = avS(r.Requester)
+	}
+	if r.Tool != "" {
+		it[aCallTool] = avS(r.Tool)
+	}
+	if r.Via != "" {
+		it[aVia] = avS(r.Via)
 	}
 	it[aDeployment] = avN(int64(r.Deployment))
 	if r.IdempotencyKey != "" {

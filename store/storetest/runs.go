@@ -23,6 +23,7 @@ func testRunCreate(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := newRun("r1", "p1", t0)
 	r.IdempotencyKey, r.RequestDigest = "idem-1", "sha256-body"
+	r.Tool, r.Via = "refundOrder", "mcp:mcpk_1"
 	got, err := s.CreateRun(ctx, r, []store.Event{event("run.created"), event("run.queued"), event("run.dispatched")})
 	noErr(t, err, "create run")
 	want := r
