@@ -10,7 +10,7 @@
 // (stk_…, with a role: owner, developer, approver or viewer; approvals/access.go says what each may do), a customer token (stc_…, one end user's
 // runs, read only), a run's broker token (brk_…, the broker routes of its
 // own scope while the run is active) or an MCP key (stm_…, one agent's tools
-// for one end user, over MCP only: no REST route takes it). Failed authentication is
+// for one end user, over POST /mcp only: no REST route takes it). Failed authentication is
 // rate-limited per source address and per credential prefix, in memory
 // per process: on AWS each API Lambda instance limits separately (see
 // authlimit.go). Authority is checked here; what a
@@ -58,6 +58,7 @@
 //	GET    /v1/webhooks/{id}/deliveries           owner
 //	GET    /v1/webhooks/{id}/deliveries/{did}     owner
 //	POST   /v1/webhooks/{id}/retry                owner
+//	POST   /mcp                                   MCP key (Streamable HTTP, stateless; see mcp.go)
 //	POST   /slack/interactivity                   no credential: signed by Slack, decided as the linked member (see slack.go)
 //	GET    /console/, /status/{runId}, /embed.js  no credential (static pages; see console.go)
 //	GET    /review/{token}                        the token of an approval's mail (HTML page; never decides; review.go)
@@ -74,6 +75,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"stead/approvals"
 	"stead/runtime/engine"
@@ -123,6 +127,9 @@ type Config struct {
 	// webhook routes); without it the ping route answers 503 and the
 	// others work (a notifier elsewhere delivers).
 	Notifications Notifications
+	// MCPWait is how long POST /mcp's tools/call and stead_call_result wait
+	// for a call to settle; DefaultMCPWait (20 s) when zero.
+	MCPWait time.Duration
 	// Slack, when set, serves POST /slack/interactivity (package
 	// notify/slack's App); without it the route answers 404 saying how to
 	// configure Slack.
@@ -146,8 +153,8 @@ func (c *Config) validate() error {
 		return errors.New("api config: Engine is required")
 	case c.Store == nil:
 		return errors.New("api config: Store is required")
-	case c.MaxBody < 0, c.MaxBundle < 0, c.Heartbeat < 0, c.Recheck < 0:
-		return errors.New("api config: MaxBody, MaxBundle, Heartbeat and Recheck must not be negative")
+	case c.MaxBody < 0, c.MaxBundle < 0, c.Heartbeat < 0, c.Recheck < 0, c.MCPWait < 0:
+		return errors.New("api config: MaxBody, MaxBundle, Heartbeat, Recheck and MCPWait must not be negative")
 	}
 	if err := c.AuthLimit.validate(); err != nil {
 		return err
@@ -173,6 +180,9 @@ func (c *Config) validate() error {
 	if c.Recheck == 0 {
 		c.Recheck = DefaultRecheck
 	}
+	if c.MCPWait == 0 {
+		c.MCPWait = DefaultMCPWait
+	}
 	return nil
 }
 
@@ -186,6 +196,11 @@ type Server struct {
 
 	entropyMu sync.Mutex
 	limiter   *authLimiter
+
+	// mcpHTTP serves POST /mcp; mcpServers are its servers, one per agent
+	// and deployment (mcp.go).
+	mcpHTTP    http.Handler
+	mcpServers *lru.Cache[mcpServerKey, *mcp.Server]
 
 	// closing ends event streams and long-polls (CloseStreams).
 	closing     context.Context
@@ -201,6 +216,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, engine: cfg.Engine, store: cfg.Store, log: cfg.Logger, mux: http.NewServeMux(), limiter: newAuthLimiter(cfg.AuthLimit)}
 	s.closing, s.stopStreams = context.WithCancel(context.Background())
+	if err := s.initMCP(); err != nil {
+		return nil, err
+	}
 	s.routes()
 	return s, nil
 }
@@ -272,6 +290,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/mcp-keys", anyOf(approvals.ManageKeys), s.createMCPKey)
 	s.handle("GET /v1/mcp-keys", anyOf(approvals.ManageKeys), s.listMCPKeys)
 	s.handle("DELETE /v1/mcp-keys/{id}", anyOf(approvals.ManageKeys), s.revokeMCPKey)
+	s.handle("POST /mcp", anyOf(approvals.CallTools), s.serveMCP)
 
 	s.handle("POST /v1/webhooks", anyOf(approvals.ManageWebhooks), s.createWebhook)
 	s.handle("GET /v1/webhooks", anyOf(approvals.ManageWebhooks), s.listWebhooks)

@@ -198,6 +198,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DELETE /v1/mcp-keys/{id}", func(c string) *http.Request {
 			return w.request("DELETE", "/v1/mcp-keys/"+w.newMCPKey("plain", "bob").ID, c, nil)
 		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
+		{"POST /mcp", func(c string) *http.Request {
+			return w.request("POST", "/mcp", c, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, "Accept", "application/json, text/event-stream")
+		}, [10]int{403, 403, 403, 401, 401, 403, 403, 403, 200, 401}},
 		{"GET /v1/rules", get("/v1/rules"), [10]int{200, 200, 403, 401, 401, 200, 200, 200, 403, 401}},
 		{"GET /v1/rules/{id}", get("/v1/rules/" + w.newRule("alice").ID), [10]int{200, 200, 403, 401, 401, 404, 200, 200, 403, 401}},
 		{"DELETE /v1/rules/{id}", func(c string) *http.Request {

@@ -21,6 +21,12 @@ type Run struct {
 	ID        string `json:"id"`
 	Agent     string `json:"agent"`
 	EndUserID string `json:"endUserId"`
+	// Tool is set on a one-call run (an MCP client's tools/call): the tool
+	// it calls with Input.
+	Tool string `json:"tool,omitempty"`
+	// Via says where the run came from when not this API: "mcp:<MCP key
+	// id>" for a call through POST /mcp.
+	Via string `json:"via,omitempty"`
 	// Status is queued, running, awaiting-approval, succeeded, failed or
 	// cancelled.
 	Status     string `json:"status"`
@@ -317,7 +323,7 @@ type BrokerList struct {
 
 func runOf(r store.Run, a *approvals.Approval) Run {
 	out := Run{
-		ID: r.ID, Agent: r.Agent, EndUserID: r.EndUserID, Status: string(r.Status),
+		ID: r.ID, Agent: r.Agent, EndUserID: r.EndUserID, Tool: r.Tool, Via: r.Via, Status: string(r.Status),
 		Deployment: r.Deployment, Trust: string(r.Trust), TrustOrigin: r.TrustOrigin,
 		Costs:     &Costs{r.Costs.TokensInput, r.Costs.TokensOutput, r.Costs.CostUSD},
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,

@@ -1,0 +1,438 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"stead/api"
+)
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+// mcpClient connects the Go SDK's client to POST /mcp with an MCP key;
+// with tasks, it declares the tasks extension.
+func (w *world) mcpClient(key string, tasks bool) *mcp.ClientSession {
+	w.t.Helper()
+	opts := &mcp.ClientOptions{}
+	if tasks {
+		caps := &mcp.ClientCapabilities{}
+		caps.AddExtension("io.modelcontextprotocol/tasks", nil)
+		opts.Capabilities = caps
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "stead-test", Version: "1"}, opts)
+	if err := mcp.AddSendingCustomMethod[*taskParams, *taskResult](c, "tasks/get"); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := mcp.AddSendingCustomMethod[*taskParams, *emptyTaskResult](c, "tasks/cancel"); err != nil {
+		w.t.Fatal(err)
+	}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:             w.url + "/mcp",
+		HTTPClient:           &http.Client{Transport: bearer{key, http.DefaultTransport}},
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}, nil)
+	if err != nil {
+		w.t.Fatalf("connect: %v", err)
+	}
+	w.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+type taskParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+type taskResult struct {
+	mcp.ResultBase
+	ResultType     string          `json:"resultType"`
+	TaskID         string          `json:"taskId"`
+	Status         string          `json:"status"`
+	StatusMessage  string          `json:"statusMessage"`
+	PollIntervalMs int64           `json:"pollIntervalMs"`
+	Result         json.RawMessage `json:"result"`
+}
+
+type emptyTaskResult struct {
+	mcp.ResultBase
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func callIDOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	id, _ := res.Meta["io.getstead/callId"].(string)
+	if !strings.HasPrefix(id, "run_") {
+		t.Fatalf("result has no call id: %+v", res.Meta)
+	}
+	return id
+}
+
+// approveWhenAsked approves the first pending approval of the run list's
+// newest MCP call as the owner, once it appears.
+func (w *world) approveWhenAsked(note string, edit map[string]any) chan string {
+	done := make(chan string, 1)
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			var list api.ApprovalList
+			w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&list)
+			if len(list.Approvals) > 0 {
+				body := map[string]any{"note": note}
+				if edit != nil {
+					body["input"] = edit
+				}
+				w.must(w.do("POST", "/v1/approvals/"+list.Approvals[0].ID+"/approve", w.owner, body), 200)
+				done <- list.Approvals[0].ID
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		done <- ""
+	}()
+	return done
+}
+
+func TestMCPToolsList(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	cs := w.mcpClient(w.newMCPKey("refunds", "alice").Key, false)
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]*mcp.Tool{}
+	for _, tl := range res.Tools {
+		tools[tl.Name] = tl
+	}
+	if len(tools) != 3 || tools["listOrders"] == nil || tools["refundOrder"] == nil || tools["stead_call_result"] == nil {
+		t.Fatalf("tools = %v, want listOrders, refundOrder, stead_call_result", res.Tools)
+	}
+	lo, ro := tools["listOrders"], tools["refundOrder"]
+	if !lo.Annotations.ReadOnlyHint || *lo.Annotations.DestructiveHint || lo.Description != "List orders." || lo.Meta["io.getstead/requiresApproval"] != false {
+		t.Errorf("listOrders = %+v %+v", lo, lo.Annotations)
+	}
+	if ro.Annotations.ReadOnlyHint || !*ro.Annotations.DestructiveHint || *ro.Annotations.OpenWorldHint ||
+		!strings.Contains(ro.Description, "approval") || ro.Meta["io.getstead/requiresApproval"] != true {
+		t.Errorf("refundOrder = %+v %+v", ro, ro.Annotations)
+	}
+	schema, _ := json.Marshal(ro.InputSchema)
+	if !strings.Contains(string(schema), `"required":["orderId","amount"]`) {
+		t.Errorf("refundOrder input schema = %s", schema)
+	}
+
+	// A key of another agent lists that agent's tools only.
+	other := w.mcpClient(w.newMCPKey("plain", "alice").Key, false)
+	res, err = other.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 2 || res.Tools[0].Name != "addNote" {
+		t.Errorf("plain's tools = %v", res.Tools)
+	}
+	if _, err := other.CallTool(t.Context(), &mcp.CallToolParams{Name: "refundOrder", Arguments: map[string]any{"orderId": "o-1", "amount": 1}}); err == nil ||
+		!strings.Contains(err.Error(), `unknown tool "refundOrder"`) {
+		t.Errorf("a plain key called refundOrder: %v", err)
+	}
+}
+
+func TestMCPCalls(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.MCPWait = 1500 * time.Millisecond })
+	key := w.newMCPKey("refunds", "alice")
+	cs := w.mcpClient(key.Key, false)
+
+	// A read tool answers with its result, as the key's end user.
+	res := callTool(t, cs, "listOrders", map[string]any{})
+	if res.IsError || !strings.Contains(text(res), `"user":"alice"`) {
+		t.Fatalf("listOrders: %v %s", res.IsError, text(res))
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"user":"alice"`) {
+		t.Errorf("structured content %s", sc)
+	}
+	runs := w.runCount()
+
+	// Input the tool's schema refuses is a tool error with the usual
+	// message, and starts no run.
+	res = callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-1"})
+	if !res.IsError || !strings.Contains(text(res), "amount") {
+		t.Fatalf("bad input: %v %s", res.IsError, text(res))
+	}
+	if n := w.runCount(); n != runs {
+		t.Errorf("a refused call made a run: %d runs, want %d", n, runs)
+	}
+
+	// A gated call waits; an owner approving within the wait gets the
+	// call its result, with the approved (edited) input.
+	approved := w.approveWhenAsked("ok", map[string]any{"orderId": "o-1", "amount": 5})
+	res = callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-1", "amount": 50})
+	if id := <-approved; id == "" {
+		t.Fatal("no approval was asked for")
+	}
+	if res.IsError || !strings.Contains(text(res), `"refunded":5`) {
+		t.Fatalf("approved call: %v %s", res.IsError, text(res))
+	}
+	var run api.Run
+	w.must(w.do("GET", "/v1/runs/"+callIDOf(t, res), w.owner, nil), 200).decode(&run)
+	if run.Tool != "refundOrder" || run.Via != "mcp:"+key.ID || run.EndUserID != "alice" || run.Agent != "refunds" {
+		t.Errorf("the call's run = %+v", run)
+	}
+
+	// Not approved within the wait: a pending result naming the approval,
+	// its expiry and stead_call_result. The same call again is the same
+	// call: no second approval.
+	res = callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-2", "amount": 7})
+	id := callIDOf(t, res)
+	if !res.IsError || !strings.Contains(text(res), "Not run yet") || !strings.Contains(text(res), "apr_") ||
+		!strings.Contains(text(res), "expires") || !strings.Contains(text(res), "stead_call_result") || !strings.Contains(text(res), id) {
+		t.Fatalf("pending call: %s", text(res))
+	}
+	again := callTool(t, cs, "refundOrder", map[string]any{"amount": 7, "orderId": "o-2"})
+	if callIDOf(t, again) != id {
+		t.Errorf("a repeated call made a second call: %s, want %s", callIDOf(t, again), id)
+	}
+	var pending api.ApprovalList
+	w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&pending)
+	if len(pending.Approvals) != 1 {
+		t.Fatalf("%d pending approvals, want 1", len(pending.Approvals))
+	}
+	// Approved later: stead_call_result returns the result.
+	w.must(w.do("POST", "/v1/approvals/"+pending.Approvals[0].ID+"/approve", w.owner, nil), 200)
+	res = callTool(t, cs, "stead_call_result", map[string]any{"callId": id})
+	if res.IsError || !strings.Contains(text(res), `"refunded":7`) {
+		t.Fatalf("stead_call_result: %v %s", res.IsError, text(res))
+	}
+
+	// Denied: a tool error with the note, worded apart from an expiry.
+	res = callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-3", "amount": 9})
+	id = callIDOf(t, res)
+	w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&pending)
+	w.must(w.do("POST", "/v1/approvals/"+pending.Approvals[0].ID+"/deny", w.owner, map[string]any{"note": "already refunded"}), 200)
+	res = callTool(t, cs, "stead_call_result", map[string]any{"callId": id})
+	if !res.IsError || !strings.HasPrefix(text(res), "Denied:") || !strings.Contains(text(res), "already refunded") {
+		t.Fatalf("denied: %s", text(res))
+	}
+
+	// Expired: worded as such.
+	res = callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-4", "amount": 9})
+	id = callIDOf(t, res)
+	w.clock.Advance(11 * time.Minute)
+	if _, err := w.eng.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res = callTool(t, cs, "stead_call_result", map[string]any{"callId": id})
+	if !res.IsError || !strings.HasPrefix(text(res), "Expired:") {
+		t.Fatalf("expired: %s", text(res))
+	}
+
+	// Another key's calls are not this key's to follow.
+	other := w.mcpClient(w.newMCPKey("refunds", "bob").Key, false)
+	if res := callTool(t, other, "stead_call_result", map[string]any{"callId": id}); !res.IsError || !strings.Contains(text(res), "no call") {
+		t.Errorf("another key read the call: %s", text(res))
+	}
+}
+
+func TestMCPTasks(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.MCPWait = 200 * time.Millisecond })
+	key := w.newMCPKey("refunds", "alice")
+
+	// A client that declares the tasks extension gets a task.
+	task := w.rawTaskCall(key.Key, map[string]any{"orderId": "o-1", "amount": 3})
+	if task.ResultType != "task" || task.Status != "working" || !strings.HasPrefix(task.TaskID, "run_") ||
+		!strings.Contains(task.StatusMessage, "waiting for approval") || !strings.Contains(task.StatusMessage, "refundOrder") ||
+		!strings.Contains(task.StatusMessage, "expires 2026-11-29T12:10:00Z") || task.PollIntervalMs <= 0 {
+		t.Fatalf("task = %+v", task)
+	}
+	cs := w.mcpClient(key.Key, true)
+	got, err := mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "working" || got.ResultType != "complete" {
+		t.Fatalf("tasks/get = %+v", got)
+	}
+	var pending api.ApprovalList
+	w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&pending)
+	w.must(w.do("POST", "/v1/approvals/"+pending.Approvals[0].ID+"/approve", w.owner, nil), 200)
+	w.wait(task.TaskID, "terminal")
+	got, err = mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "completed" || !strings.Contains(string(got.Result), `\"refunded\":3`) || strings.Contains(string(got.Result), `"isError":true`) {
+		t.Fatalf("tasks/get after approval = %+v %s", got, got.Result)
+	}
+
+	// tasks/cancel cancels the call and settles its approval.
+	task = w.rawTaskCall(key.Key, map[string]any{"orderId": "o-2", "amount": 4})
+	if _, err := mcp.CallCustomMethod[*taskParams, *emptyTaskResult](t.Context(), cs, "tasks/cancel", &taskParams{TaskID: task.TaskID}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	if err != nil || got.Status != "cancelled" {
+		t.Fatalf("tasks/get after cancel = %+v, %v", got, err)
+	}
+	var ap api.Approval
+	w.must(w.do("GET", "/v1/approvals/"+task.approvalID(w), w.owner, nil), 200).decode(&ap)
+	if ap.Status != "cancelled" {
+		t.Errorf("approval of a cancelled task is %s", ap.Status)
+	}
+
+	// Another key's task is unknown to this one.
+	other := w.mcpClient(w.newMCPKey("refunds", "bob").Key, true)
+	if _, err := mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), other, "tasks/get", &taskParams{TaskID: task.TaskID}); err == nil ||
+		!strings.Contains(err.Error(), "no task") {
+		t.Errorf("another key's tasks/get: %v", err)
+	}
+}
+
+type rawTask struct {
+	taskResult
+}
+
+func (t rawTask) approvalID(w *world) string {
+	var list api.ApprovalList
+	w.must(w.do("GET", "/v1/approvals?status=all&limit=500", w.owner, nil), 200).decode(&list)
+	for _, a := range list.Approvals {
+		if a.RunID == t.TaskID {
+			return a.ID
+		}
+	}
+	w.t.Fatalf("no approval of run %s", t.TaskID)
+	return ""
+}
+
+// rawTaskCall sends tools/call refundOrder as a 2026-07-28 client that
+// declares the tasks extension on the request, and decodes the task.
+func (w *world) rawTaskCall(key string, args map[string]any) rawTask {
+	w.t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{
+			"name": "refundOrder", "arguments": args,
+			"_meta": map[string]any{
+				"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+				"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+				"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+			},
+		},
+	})
+	req, _ := http.NewRequest("POST", w.url+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "refundOrder")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out struct {
+		Result rawTask         `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || resp.StatusCode != 200 || out.Error != nil {
+		w.t.Fatalf("tools/call: %d %s (%v)", resp.StatusCode, raw, err)
+	}
+	return out.Result
+}
+
+func TestMCPAuth(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	init := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	for _, tc := range []struct {
+		name, key string
+		status    int
+	}{
+		{"no credential", "", 401},
+		{"an owner key", w.owner, 403},
+		{"a customer token", w.customer, 403},
+		{"a revoked key", w.revoked, 401},
+		{"an unknown MCP key", "stm_nope", 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := w.request("POST", "/mcp", tc.key, init, "Accept", "application/json, text/event-stream")
+			w.must(w.send(req), tc.status)
+		})
+	}
+	// Revoked, an MCP key stops working at once.
+	k := w.newMCPKey("refunds", "alice")
+	cs := w.mcpClient(k.Key, false)
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	w.must(w.do("DELETE", "/v1/mcp-keys/"+k.ID, w.owner, nil), 200)
+	if _, err := cs.ListTools(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("a revoked key listed tools: %v", err)
+	}
+}
+
+// POST /mcp holds JSON-RPC bodies to the rules of every other edge, before
+// the SDK reads them, and changes nothing when it refuses one.
+func TestMCPStrictBodies(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	key := w.newMCPKey("refunds", "alice").Key
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}`
+	}
+	runs := w.runCount()
+	for _, tc := range []struct{ name, body, field, says string }{
+		{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{}}`, "method", "more than once"},
+		{"case variant of method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","METHOD":"tools/call","params":{}}`, "METHOD", "case-sensitive"},
+		{"case variant of a param", call(`{"name":"listOrders","NAME":"refundOrder","arguments":{}}`), "params.NAME", "case-sensitive"},
+		{"duplicate argument", call(`{"name":"listOrders","arguments":{"a":1,"a":2}}`), "params.arguments.a", "more than once"},
+		{"invalid UTF-8", call("{\"name\":\"listOrders\",\"arguments\":{\"a\":\"eu\xff\"}}"), "params.arguments.a", "UTF-8"},
+		{"deep", call(`{"name":"listOrders","arguments":{"a":` + deepJSON(70) + `}}`), "params.arguments.a" + strings.Repeat("[0]", 60), "deeper than 64 levels"},
+		{"trailing", call(`{"name":"listOrders","arguments":{}}`) + `{}`, "", "data after"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := w.request("POST", "/mcp", key, tc.body, "Accept", "application/json, text/event-stream")
+			refused(t, w.send(req), tc.field, tc.says)
+		})
+	}
+	if n := w.runCount(); n != runs {
+		t.Errorf("refused bodies made runs: %d, want %d", n, runs)
+	}
+}
