@@ -217,3 +217,24 @@ func mcpToolNameProblem(name string) string {
 	msg = strings.Replace(msg, "so no exported function can have it", "which tool names cannot be; the remote tool's own name goes in \"name\"", 1)
 	return msg
 }
+
+// Refuse returns a *ConfigError of problems found after Parse (by a deploy
+// that checked the config against the servers it names), each located in
+// the file as Parse's are.
+func (c *Config) Refuse(problems ...Problem) error {
+	if c.pos != nil {
+		problems = c.pos.locate(problems)
+	}
+	return &ConfigError{Problems: problems}
+}
+
+// MCPToolPointer is the JSON pointer of tool name of agent an in the config.
+func MCPToolPointer(an, name string) string { return jsonPointer("agents", an, "tools", name) }
+
+// MCPHeaderPointer is the JSON pointer of a server's header in the config.
+func MCPHeaderPointer(server, header string) string {
+	return jsonPointer("mcpServers", server, "headersFromEnv", header)
+}
+
+// MCPServerPointer is the JSON pointer of a server's url in the config.
+func MCPServerPointer(server string) string { return jsonPointer("mcpServers", server, "url") }

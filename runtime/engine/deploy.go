@@ -23,9 +23,13 @@ type DeployParams struct {
 }
 
 // Deploy validates a bundle and config together and stores them as the
-// project's next version. Errors: *agent.ConfigError (every problem with its
-// JSON pointer, including tools the bundle does not export and groups the
-// project does not have), *bundle.Error
+// project's next version. It pins the definitions of the config's
+// MCP-backed tools (store.Deployment.MCPTools, each marked with how it
+// differs from the previous deployment's). Errors: *agent.ConfigError (every
+// problem with its JSON pointer, including tools the bundle does not
+// export, groups the project does not have, a headersFromEnv variable that
+// is not set, an MCP server that cannot be listed and a remote tool it does
+// not list), *bundle.Error
 // (file:line), ErrForbidden. A refused deployment stores nothing.
 func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployParams) (store.Deployment, error) {
 	if !actor.Role.May(approvals.Deploy) {
@@ -51,6 +55,18 @@ func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployPara
 	}); err != nil {
 		return store.Deployment{}, err
 	}
+	var prevPins []store.MCPToolPin
+	if len(cfg.MCPTools()) > 0 {
+		prev, err := e.store.LatestDeployment(ctx, actor.ProjectID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.Deployment{}, fmt.Errorf("latest deployment: %w", err)
+		}
+		prevPins = prev.MCPTools
+	}
+	pins, err := e.pinMCP(ctx, cfg, prevPins)
+	if err != nil {
+		return store.Deployment{}, err
+	}
 	if err := e.cfg.Blobs.Put(ctx, b.Digest, p.Bundle); err != nil {
 		return store.Deployment{}, fmt.Errorf("store bundle: %w", err)
 	}
@@ -60,6 +76,7 @@ func (e *Engine) Deploy(ctx context.Context, actor approvals.Actor, p DeployPara
 		BundleSize: int64(len(p.Bundle)),
 		Config:     cfg.Raw,
 		Agents:     cfg.AgentNames(),
+		MCPTools:   pins,
 		CreatedBy:  actor.ID,
 		CreatedAt:  e.now(),
 	})
@@ -132,6 +149,9 @@ func (c *deploymentCache) parsed(ctx context.Context, projectID string, version 
 	cfg, err := agent.Parse(rec.Config)
 	if err != nil {
 		return nil, fmt.Errorf("parse config of deployment %d: %w", version, err)
+	}
+	if err := adoptPins(cfg, rec.MCPTools); err != nil {
+		return nil, fmt.Errorf("pinned MCP tool schemas of deployment %d: %w", version, err)
 	}
 	d := &deployment{Deployment: rec, config: cfg, models: &modelCache{}}
 	c.configs.Add(k, d)

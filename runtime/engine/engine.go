@@ -92,6 +92,7 @@ import (
 
 	"stead/runtime/bundle"
 	"stead/runtime/jsvm"
+	"stead/runtime/mcptool"
 	"stead/store"
 )
 
@@ -178,6 +179,9 @@ type Config struct {
 	// (HTTP client, API key lookup, retry sleeps); the zero value uses the
 	// real ones.
 	Models ModelOptions
+	// MCP configures how MCP-backed tools reach their servers; the zero
+	// value uses Models' egress policy and environment lookup.
+	MCP MCPOptions
 }
 
 func (c *Config) validate() error {
@@ -215,6 +219,7 @@ func (c *Config) validate() error {
 		c.MaxOutputInline = 256 << 10
 	}
 	c.Models.defaults()
+	c.MCP.defaults(c.Models)
 	return nil
 }
 
@@ -225,6 +230,7 @@ type Engine struct {
 	compiler    *bundle.Compiler
 	deployments *deploymentCache
 	watch       *hub
+	mcp         *mcptool.Client
 
 	idMu sync.Mutex
 	ids  *ulid.MonotonicEntropy
@@ -247,6 +253,7 @@ func New(cfg Config) (*Engine, error) {
 		watch:   newHub(),
 		running: map[string]context.CancelFunc{},
 		ids:     ulid.Monotonic(cfg.Entropy, 0),
+		mcp:     newMCPClient(cfg),
 	}
 	if cfg.Notifications != nil {
 		e.store = notifying{Store: cfg.Store, n: cfg.Notifications}
