@@ -35,7 +35,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 $(MAILPIT):
@@ -50,6 +50,14 @@ mailpit: $(MAILPIT) ## build the email tests' SMTP server (github.com/axllent/ma
 .PHONY: webhook-oracle
 webhook-oracle: ## install the webhook tests' signature oracle (npm standardwebhooks) into notify/oracle
 	cd notify/oracle && npm ci --no-audit --no-fund --loglevel=error
+
+# The official MCP TypeScript SDK's client (npm @modelcontextprotocol/sdk,
+# pinned in api/mcpclient/package-lock.json) drives POST /mcp in the
+# end-to-end tests of stead dev and of the API function; they skip without
+# it, and fail with CI=true.
+.PHONY: mcp-client
+mcp-client: ## install the MCP end-to-end tests' client (npm @modelcontextprotocol/sdk) into api/mcpclient
+	cd api/mcpclient && npm ci --no-audit --no-fund --loglevel=error
 
 # The MCP reference test server (npm @modelcontextprotocol/server-everything,
 # pinned in runtime/mcptool/testdata/tooling/package-lock.json) serves the

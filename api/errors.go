@@ -298,6 +298,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(e.retryAfter/time.Second), 10))
 	}
+	if e.Status == http.StatusUnauthorized {
+		// RFC 9110: a 401 names its scheme. An OAuth resource server for
+		// MCP clients would add resource_metadata here (RFC 9728).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="stead"`)
+	}
 	writeJSON(w, e.Status, ErrorBody{Error: *e})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -393,7 +394,10 @@ func TestMCPAuth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := w.request("POST", "/mcp", tc.key, init, "Accept", "application/json, text/event-stream")
-			w.must(w.send(req), tc.status)
+			resp := w.must(w.send(req), tc.status)
+			if got := resp.header.Get("WWW-Authenticate"); (tc.status == 401) != (got == `Bearer realm="stead"`) {
+				t.Errorf("WWW-Authenticate %q on a %d", got, tc.status)
+			}
 		})
 	}
 	// Revoked, an MCP key stops working at once.
@@ -434,5 +438,36 @@ func TestMCPStrictBodies(t *testing.T) {
 	}
 	if n := w.runCount(); n != runs {
 		t.Errorf("refused bodies made runs: %d, want %d", n, runs)
+	}
+}
+
+// A 2025-06-18 client (session-based initialize, then requests with the
+// MCP-Protocol-Version header) works through the SDK's negotiation against
+// the stateless server.
+func TestMCPOlderProtocol(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	key := w.newMCPKey("refunds", "alice").Key
+	post := func(body, version string) map[string]any {
+		t.Helper()
+		headers := []string{"Accept", "application/json, text/event-stream"}
+		if version != "" {
+			headers = append(headers, "MCP-Protocol-Version", version)
+		}
+		resp := w.must(w.send(w.request("POST", "/mcp", key, body, headers...)), 200)
+		var out map[string]any
+		resp.decode(&out)
+		if out["error"] != nil {
+			t.Fatalf("%s: %v", body, out["error"])
+		}
+		return out["result"].(map[string]any)
+	}
+	init := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`, "")
+	if init["protocolVersion"] != "2025-06-18" {
+		t.Fatalf("initialize answered %v", init)
+	}
+	res := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"listOrders","arguments":{}}}`, "2025-06-18")
+	if res["isError"] == true || !strings.Contains(fmt.Sprint(res["content"]), `"user":"alice"`) {
+		t.Fatalf("tools/call answered %v", res)
 	}
 }

@@ -40,6 +40,7 @@ type devOptions struct {
 	workers       int
 	logLevel      string
 	shutdown      time.Duration
+	mcpWait       time.Duration
 	egressAllow   string
 	egress        egress.Policy // egressAllow parsed
 	slack         *slack.Config // from STEAD_SLACK_*; nil when Slack is off
@@ -77,6 +78,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
+	f.DurationVar(&o.mcpWait, "mcp-wait", api.DefaultMCPWait, "how long an MCP client's tools/call waits for a gated call's approval before answering that it awaits one")
 	f.StringVar(&o.smtpAddr, "smtp", "", "mail approvals to the members who may decide them through this SMTP server, HOST:PORT, plain (a local test server such as mailpit); STEAD_SMTP_URL configures TLS and credentials")
 	f.StringVar(&o.egressAllow, "egress-allow", egress.Policy{Allow: egress.Loopback}.String(),
 		`address ranges handlers' fetch and models' baseUrl may reach besides public ones, comma-separated CIDR ("" for public only)`)
@@ -104,6 +106,9 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	}
 	if o.workers <= 0 {
 		return usagef("--workers must be at least 1 (got %d)", o.workers)
+	}
+	if o.mcpWait <= 0 || o.mcpWait > api.MaxWait {
+		return usagef("--mcp-wait must be longer than 0 and at most %s (got %s)", api.MaxWait, o.mcpWait)
 	}
 	allow, err := egress.ParseAllow(o.egressAllow)
 	if err != nil {
@@ -144,7 +149,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		proj, key, created, err = ensureProject(ctx, s, o.data, time.Now)
 		return proj.ID, err
 	}
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp, EnsureProject: ensure})
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp, EnsureProject: ensure, MCPWait: o.mcpWait})
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,9 @@ type StackConfig struct {
 	// Heartbeat is the idle interval of event streams; the API's default
 	// when zero.
 	Heartbeat time.Duration
+	// MCPWait is how long POST /mcp's tools/call waits for a gated call;
+	// the API's default (20 s) when zero.
+	MCPWait time.Duration
 	// PublicURL is where people reach this Stead: the base of the console
 	// links in notifications. `stead dev` uses its own address.
 	PublicURL string
@@ -199,6 +202,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Logger:    log,
 		Entropy:   cfg.APIEntropy,
 		Heartbeat: cfg.Heartbeat,
+		MCPWait:   cfg.MCPWait,
 
 		Notifications: notifier,
 	}
