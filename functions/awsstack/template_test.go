@@ -190,6 +190,9 @@ func TestTemplateFunctions(t *testing.T) {
 				case fn == awsstack.RunnerFunction && !agent.ReservedEnv(k):
 					// A model API key (a model's apiKeyEnv): the runner alone
 					// calls models.
+				case fn == awsstack.APIFunction && k == "MCP_AUTH":
+					// An MCP server's header (headersFromEnv): deploys list
+					// its tools (TestTemplateMCPHeaders).
 				default:
 					t.Errorf("sets %s, which no function reads (awsstack.EnvVars: %v)", k, known)
 				}
@@ -576,5 +579,30 @@ func TestTemplateChannels(t *testing.T) {
 	}
 	if _, ok := globalEnv[awsstack.EnvSMTPURL]; ok {
 		t.Errorf("Globals set %s; only the runner and the sweeper mail", awsstack.EnvSMTPURL)
+	}
+}
+
+// TestTemplateMCPHeaders pins that the variable MCP-backed tools' headers
+// come from reaches both functions that talk to MCP servers: the API
+// (deploys pin the remote definitions) and the runner (runs call them).
+func TestTemplateMCPHeaders(t *testing.T) {
+	tpl := loadTemplate(t)
+	p := at(t, tpl, "Parameters", "McpAuth").(map[string]any)
+	if p["Type"] != "String" || p["Default"] != "" || p["NoEcho"] != true {
+		t.Errorf("parameter McpAuth = %v, want an optional NoEcho String", p)
+	}
+	resources := at(t, tpl, "Resources").(map[string]any)
+	for name, wants := range map[string]bool{"ApiFunction": true, "RunnerFunction": true, "SweeperFunction": false} {
+		vars := at(t, resources, name, "Properties", "Environment", "Variables").(map[string]any)
+		v, ok := vars["MCP_AUTH"]
+		switch {
+		case wants && fmt.Sprint(v) != "map[Ref:McpAuth]":
+			t.Errorf("%s MCP_AUTH = %v, want !Ref McpAuth", name, v)
+		case !wants && ok:
+			t.Errorf("%s sets MCP_AUTH; it talks to no MCP server", name)
+		}
+	}
+	if agent.ReservedEnv("MCP_AUTH") {
+		t.Errorf("MCP_AUTH is a reserved variable: headersFromEnv could not name it")
 	}
 }

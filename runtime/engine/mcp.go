@@ -89,7 +89,7 @@ func (e *Engine) pinMCP(ctx context.Context, cfg *agent.Config, prev []store.MCP
 		if len(missing) > 0 {
 			for _, h := range slices.Sorted(maps.Keys(missing)) {
 				problems = append(problems, agent.Problem{Pointer: agent.MCPHeaderPointer(name, h), Message: fmt.Sprintf(
-					"environment variable %s is not set where this deploy runs; set it (on AWS, on the API function and the runner too: template.yaml's McpHeaders) to the %s header's value, then deploy again", missing[h], h)})
+					"environment variable %s is not set where this deploy runs; set it (on AWS, on the API function and the runner too: template.yaml passes MCP_AUTH from the McpAuth parameter) to the %s header's value, then deploy again", missing[h], h)})
 			}
 			continue
 		}

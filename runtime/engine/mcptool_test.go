@@ -110,7 +110,9 @@ func (tr *tracker) server() *mcp.Server {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "issue " + jsonString(args["id"]) + " is locked"}}}, nil
 	})
 	s.AddTool(&mcp.Tool{Name: "undeclared", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	return s
 }
 
