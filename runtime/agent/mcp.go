@@ -238,3 +238,13 @@ func MCPHeaderPointer(server, header string) string {
 
 // MCPServerPointer is the JSON pointer of a server's url in the config.
 func MCPServerPointer(server string) string { return jsonPointer("mcpServers", server, "url") }
+
+// AddWarnings appends warnings found after Parse (a deploy's pinned MCP
+// tool definitions that changed), located in the file as Parse's are. It
+// must be called before the Config is shared.
+func (c *Config) AddWarnings(ws ...Problem) {
+	if c.pos != nil {
+		ws = c.pos.locate(ws)
+	}
+	c.Warnings = append(c.Warnings, ws...)
+}

@@ -153,6 +153,7 @@ func (c *deploymentCache) parsed(ctx context.Context, projectID string, version 
 	if err := adoptPins(cfg, rec.MCPTools); err != nil {
 		return nil, fmt.Errorf("pinned MCP tool schemas of deployment %d: %w", version, err)
 	}
+	cfg.AddWarnings(pinChanges(cfg, rec.MCPTools)...)
 	d := &deployment{Deployment: rec, config: cfg, models: &modelCache{}}
 	c.configs.Add(k, d)
 	return d, nil

@@ -151,6 +151,23 @@ func adoptPins(cfg *agent.Config, pins []store.MCPToolPin) error {
 	})
 }
 
+// pinChanges are the warnings that show a deploy's output what changed:
+// one per tool whose pinned definition differs from the previous
+// deployment's.
+func pinChanges(cfg *agent.Config, pins []store.MCPToolPin) []agent.Problem {
+	var out []agent.Problem
+	for _, t := range cfg.MCPTools() {
+		p, ok := findPin(pins, t.MCP.Server, t.MCP.Name)
+		if !ok || p.Change == "" || p.Change == "new" {
+			continue
+		}
+		out = append(out, agent.Problem{Pointer: agent.MCPToolPointer(t.Agent, t.Name), Message: fmt.Sprintf(
+			"the definition of %s on MCP server %s changed since the previous deployment (%s); this deployment pins the new one (%s): review what the tool now does",
+			p.Tool, p.Server, p.Change, p.Fingerprint)})
+	}
+	return out
+}
+
 func findPin(pins []store.MCPToolPin, server, tool string) (store.MCPToolPin, bool) {
 	for _, p := range pins {
 		if p.Server == server && p.Tool == tool {

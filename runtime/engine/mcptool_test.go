@@ -322,6 +322,21 @@ func TestMCPChangedDefinitionFailsToolChanged(t *testing.T) {
 	if changes["tracker/create_issue"] != "description" || changes["tracker/close_issue"] != "" {
 		t.Errorf("changes = %v", changes)
 	}
+	// The deploy's warnings (what the API's deploy response and stead
+	// deploy show) name each tool whose definition changed.
+	cfg, err := h.eng.DeploymentConfig(h.ctx, h.owner, d.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, w := range cfg.Warnings {
+		if strings.Contains(w.Message, "the definition of create_issue on MCP server tracker changed since the previous deployment (description); this deployment pins the new one (sha256:") {
+			warned = append(warned, w.Pointer)
+		}
+	}
+	if !slices.Equal(warned, []string{"/agents/file/tools/createIssue", "/agents/triage/tools/createIssue"}) {
+		t.Errorf("warnings = %+v", cfg.Warnings)
+	}
 	r = h.start("file", `{"title":"x"}`)
 	if _, err := h.decide(h.owner, h.pending(r.ID).ID, true, "", ""); err != nil {
 		t.Fatal(err)
