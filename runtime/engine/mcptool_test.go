@@ -353,6 +353,7 @@ func TestMCPServerDownRetriesThenFails(t *testing.T) {
 	tr.srv.Close()
 	r := h.start("close", `{}`)
 	wantStatus(t, r, store.RunFailed, engine.CodeHandlerError)
+	t.Log(r.Error.Message)
 	if !strings.Contains(r.Error.Message, "closeIssue failed after 3 attempts: MCP server tracker ("+tr.url()+") cannot be reached:") ||
 		!strings.Contains(r.Error.Message, "connection refused") {
 		t.Errorf("message = %s", r.Error.Message)
