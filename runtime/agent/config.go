@@ -149,8 +149,10 @@ type Tool struct {
 	// tool's else its agent's; approversOn says where Approvers is set.
 	separate    setting
 	approversOn string
-	// raw is the tool's posture as written, for PostureDigest.
-	raw json.RawMessage
+	// raw is the tool's posture as written, for PostureDigest; pinned the
+	// fingerprint of an MCP-backed tool's remote definition (AdoptRemote).
+	raw    json.RawMessage
+	pinned string
 }
 
 // setting is an approvals setting as a tool has it: its value and where it

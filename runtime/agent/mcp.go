@@ -56,16 +56,28 @@ func (c *Config) MCPTools() []*Tool {
 	return out
 }
 
-// AdoptRemoteSchemas gives each MCP-backed tool that declares no input or
-// output schema in stead.json the remote tool's (remote returns the pinned
-// definition's schemas, nil when the server gave none). It must be called
-// before the Config is shared (the engine does it as it deploys and as it
-// loads a deployment). A remote schema that does not compile is a
-// *ConfigError naming the tool.
-func (c *Config) AdoptRemoteSchemas(remote func(ref MCPRef) (input, output json.RawMessage)) error {
+// RemoteTool is what a deployment pinned of an MCP-backed tool's remote
+// definition.
+type RemoteTool struct {
+	// InputSchema and OutputSchema are the server's (nil when it gave none).
+	InputSchema, OutputSchema json.RawMessage
+	// Fingerprint identifies the definition; it is part of the tool's
+	// PostureDigest, so remembered decisions end when it changes.
+	Fingerprint string
+}
+
+// AdoptRemote gives each MCP-backed tool its pinned remote definition
+// (remote returns it): the remote schemas where stead.json declares no
+// input or output schema, and the fingerprint. It must be called before the
+// Config is shared (the engine does it as it deploys and as it loads a
+// deployment). A remote schema that does not compile is a *ConfigError
+// naming the tool.
+func (c *Config) AdoptRemote(remote func(ref MCPRef) RemoteTool) error {
 	var problems []Problem
 	for _, t := range c.MCPTools() {
-		in, out := remote(*t.MCP)
+		rt := remote(*t.MCP)
+		in, out := rt.InputSchema, rt.OutputSchema
+		t.pinned = rt.Fingerprint
 		ptr := jsonPointer("agents", t.Agent, "tools", t.Name)
 		adopt := func(raw json.RawMessage, what string) (*jsonschema.Schema, json.RawMessage) {
 			if len(raw) == 0 {

@@ -133,7 +133,7 @@ func TestMCPToolsProblems(t *testing.T) {
 	}
 }
 
-func TestAdoptRemoteSchemas(t *testing.T) {
+func TestAdoptRemote(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, mcpConfig)
 	remote := map[string][2]json.RawMessage{
@@ -141,9 +141,10 @@ func TestAdoptRemoteSchemas(t *testing.T) {
 		// search declares its own input schema: the remote one is ignored.
 		"search": {json.RawMessage(`{"type":"object","required":["never"]}`), nil},
 	}
-	if err := c.AdoptRemoteSchemas(func(ref agent.MCPRef) (json.RawMessage, json.RawMessage) {
+	digest := c.Agents["triage"].PostureDigest("createIssue")
+	if err := c.AdoptRemote(func(ref agent.MCPRef) agent.RemoteTool {
 		r := remote[ref.Name]
-		return r[0], r[1]
+		return agent.RemoteTool{InputSchema: r[0], OutputSchema: r[1], Fingerprint: "sha256:" + ref.Name}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +164,15 @@ func TestAdoptRemoteSchemas(t *testing.T) {
 	if err := c.Agents["triage"].Tools["search"].ValidateInput(map[string]any{}); err != nil {
 		t.Errorf("the declared input schema was replaced: %v", err)
 	}
+	// The pinned definition is part of the posture: remembered decisions
+	// end when it changes.
+	if c.Agents["triage"].PostureDigest("createIssue") == digest {
+		t.Errorf("the pinned fingerprint is not part of the posture digest")
+	}
 
 	bad := mustParse(t, mcpConfig)
-	err := bad.AdoptRemoteSchemas(func(ref agent.MCPRef) (json.RawMessage, json.RawMessage) {
-		return json.RawMessage(`{"type":"objekt"}`), nil
+	err := bad.AdoptRemote(func(ref agent.MCPRef) agent.RemoteTool {
+		return agent.RemoteTool{InputSchema: json.RawMessage(`{"type":"objekt"}`)}
 	})
 	var ce *agent.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the inputSchema of tracker/create_issue on the server: not a valid JSON Schema") ||

@@ -212,6 +212,11 @@ func (a *Agent) PostureDigest(tool string) string {
 	h.Write(t.raw)
 	h.Write([]byte{0})
 	h.Write(a.policyRaw)
+	if t.pinned != "" {
+		// What an MCP-backed tool does is its remote definition too.
+		h.Write([]byte{0})
+		h.Write([]byte(t.pinned))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -139,15 +139,15 @@ func (e *Engine) pinMCP(ctx context.Context, cfg *agent.Config, prev []store.MCP
 	return pins, nil
 }
 
-// adoptPins gives cfg's MCP-backed tools that declare no schemas the
-// pinned remote ones.
+// adoptPins gives cfg's MCP-backed tools their pinned definitions: the
+// remote schemas where they declare none, and the fingerprint.
 func adoptPins(cfg *agent.Config, pins []store.MCPToolPin) error {
 	if len(pins) == 0 {
 		return nil
 	}
-	return cfg.AdoptRemoteSchemas(func(ref agent.MCPRef) (json.RawMessage, json.RawMessage) {
+	return cfg.AdoptRemote(func(ref agent.MCPRef) agent.RemoteTool {
 		p, _ := findPin(pins, ref.Server, ref.Name)
-		return p.InputSchema, p.OutputSchema
+		return agent.RemoteTool{InputSchema: p.InputSchema, OutputSchema: p.OutputSchema, Fingerprint: p.Fingerprint}
 	})
 }
 
