@@ -80,7 +80,7 @@
 //     tools stays pending.
 //   - tools (object, optional): tool posture by tool name. A tool name is a
 //     JavaScript identifier that is not a reserved word, and must match a
-//     function the bundle exports (CheckExports).
+//     function the bundle exports (CheckExports) unless it is MCP-backed.
 //   - policy (array, optional): rules, see Policy.
 //   - steps (array, required, at least one): what a run does, in order.
 //
@@ -96,6 +96,13 @@
 //     call (ValidateInput, ValidateOutput).
 //   - timeoutMs (integer 1..900000, default 30000): how long a call may run.
 //   - approvals.timeout (duration, optional): wins over the agent's.
+//   - mcp (server name, optional) and name (string, default the tool's
+//     key): the tool is MCP-backed, the tool name on a server of the
+//     top-level mcpServers ({"url", "headersFromEnv": {header: variable}},
+//     variables refused as for apiKeyEnv). Its source defaults to
+//     "external"; its posture comes from here only. Deploy pins the remote
+//     definition and AdoptRemote gives the tool the remote schemas where it
+//     declares none.
 //
 // A tool's approval timeout is its own approvals.timeout, else the agent's,
 // else 15m; Tool.ApprovalTimeout holds the result. Durations use Go syntax

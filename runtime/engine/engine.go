@@ -33,6 +33,17 @@
 // and the sweeper queue the run instead of failing it, and the model is told
 // the call was declined or expired.
 //
+// # MCP-backed tools
+//
+// A tool with "mcp" runs on a remote MCP server (package mcptool): Deploy
+// lists each server's tools and pins the declared ones' definitions in the
+// deployment (store.Deployment.MCPTools); invoke sends the call there,
+// with its idempotency key in _meta, after the same gate as a handler's.
+// A definition that is not the pinned one fails the run with
+// CodeToolChanged; a server that cannot be reached is retried as a
+// retryable handler error is; an isError result is a handler error.
+// step.started and tool.called carry "mcp": {"server", "tool"}.
+//
 // # Read steps
 //
 // A completed step of a read tool is held, not recorded, while the step
