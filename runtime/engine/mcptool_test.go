@@ -109,6 +109,11 @@ func (tr *tracker) server() *mcp.Server {
 		args := record(req)
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "issue " + jsonString(args["id"]) + " is locked"}}}, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "export_all", Description: "Everything at once.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			record(req)
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"data": strings.Repeat("x", 300<<10)}}, nil
+		})
 	s.AddTool(&mcp.Tool{Name: "undeclared", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
@@ -135,6 +140,10 @@ const mcpConfig = `{
         "closeIssue": { "mcp": "tracker", "name": "close_issue", "effect": "write" }
       },
       "steps": [ { "id": "file", "tool": "createIssue", "input": { "title": "$input.title" } } ]
+    },
+    "export": {
+      "tools": { "exportAll": { "mcp": "tracker", "name": "export_all", "effect": "read" } },
+      "steps": [ { "id": "export", "tool": "exportAll" } ]
     },
     "close": {
       "tools": { "closeIssue": { "mcp": "tracker", "name": "close_issue", "effect": "write", "source": "internal" } },
@@ -206,7 +215,7 @@ func TestMCPReadToolInToolStep(t *testing.T) {
 			t.Errorf("pin %+v", p)
 		}
 	}
-	if want := []string{"everything/get-sum", "tracker/close_issue", "tracker/create_issue"}; !slices.Equal(pinned, want) {
+	if want := []string{"everything/get-sum", "tracker/close_issue", "tracker/create_issue", "tracker/export_all"}; !slices.Equal(pinned, want) {
 		t.Fatalf("pinned %v, want %v", pinned, want)
 	}
 
@@ -291,6 +300,26 @@ func TestMCPIsErrorFailsLikeAHandler(t *testing.T) {
 	}
 	if len(tr.got()) != 1 {
 		t.Errorf("tracker calls = %+v", tr.got())
+	}
+}
+
+func TestMCPResultCapAndRunTimeVariable(t *testing.T) {
+	t.Parallel()
+	h, tr, _ := setupMCP(t, false)
+	r := h.start("export", `{}`)
+	wantStatus(t, r, store.RunFailed, engine.CodeInvalidOutput)
+	if !strings.Contains(r.Error.Message, "exportAll's result is 300.0 KiB as JSON, over the 256.0 KiB limit") {
+		t.Errorf("message = %s", r.Error.Message)
+	}
+	// The variable must be set where runs run too.
+	delete(h.env, "TRACKER_AUTH")
+	r = h.start("close", `{}`)
+	wantStatus(t, r, store.RunFailed, engine.CodeHandlerError)
+	if !strings.Contains(r.Error.Message, "environment variable TRACKER_AUTH is not set where this run runs") {
+		t.Errorf("message = %s", r.Error.Message)
+	}
+	if n := len(tr.got()); n != 1 || tr.unauthed != 0 {
+		t.Errorf("tracker calls %d, unauthenticated requests %d; want the export only", n, tr.unauthed)
 	}
 }
 
@@ -399,10 +428,10 @@ func TestMCPDeployRefusals(t *testing.T) {
 	h.env["TRACKER_AUTH"] = "Bearer " + trackerToken
 	ps = deploy(strings.Replace(cfg, `"name": "close_issue"`, `"name": "close_isue"`, 1))
 	if len(ps) != 1 || ps[0].Pointer != "/agents/file/tools/closeIssue" ||
-		ps[0].Message != `MCP server tracker does not list a tool "close_isue" (it lists: close_issue, create_issue, undeclared); correct "name", or remove the tool` {
+		ps[0].Message != `MCP server tracker does not list a tool "close_isue" (it lists: close_issue, create_issue, export_all, undeclared); correct "name", or remove the tool` {
 		t.Errorf("missing tool: %+v", ps)
 	}
-	if d, _ := h.store.LatestDeployment(h.ctx, h.project); len(d.MCPTools) != 2 || d.Version != 2 {
+	if d, _ := h.store.LatestDeployment(h.ctx, h.project); len(d.MCPTools) != 3 || d.Version != 2 {
 		t.Errorf("a refused deploy stored something: version %d", d.Version)
 	}
 }
