@@ -199,3 +199,29 @@ func ExampleClient_Call() {
 	fmt.Println(string(res.Output))
 	// Output: {"id":"ISS-1"}
 }
+
+// BenchmarkCall is one pinned call over loopback HTTP: connect, list (the
+// pin check), call, close.
+func BenchmarkCall(b *testing.B) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"ok": true}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	ctx := context.Background()
+	c := client()
+	target := mcptool.Server{Name: "s", URL: srv.URL}
+	defs, err := c.Definitions(ctx, target, []string{"echo"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := mcptool.Call{Tool: "echo", Arguments: json.RawMessage(`{}`), IdempotencyKey: "idk", Fingerprint: defs["echo"].Fingerprint()}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Call(ctx, target, call); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
