@@ -49,6 +49,10 @@ const (
 	// EnvDispatchGrace is how long a queued run may wait for the runner
 	// before the sweeper dispatches it again (a Go duration); 30s.
 	EnvDispatchGrace = "STEAD_DISPATCH_GRACE"
+	// EnvMCPWait is how long the API function's POST /mcp tools/call waits
+	// for a gated call's approval before answering that it awaits one (a Go
+	// duration, 1s to 25s, inside API Gateway's 29 s); 20s.
+	EnvMCPWait = "STEAD_MCP_WAIT"
 	// EnvS3PathStyle makes the S3 client address buckets by path ("true"):
 	// for S3 emulators on loopback, never needed on AWS.
 	EnvS3PathStyle = "STEAD_S3_PATH_STYLE"
@@ -116,7 +120,7 @@ const (
 func EnvVars() []string {
 	return []string{
 		EnvTable, EnvBucket, EnvBundlePrefix, EnvSpillPrefix, EnvRunnerFunction,
-		EnvMaxBundleBytes, EnvDispatchGrace, EnvS3PathStyle, EnvEgressAllow, EnvPublicURL,
+		EnvMaxBundleBytes, EnvDispatchGrace, EnvMCPWait, EnvS3PathStyle, EnvEgressAllow, EnvPublicURL,
 		EnvSMTPURL, EnvSlackBotToken, EnvSlackSigningSecret, EnvSlackChannel, EnvSlackProject, EnvSlackAPIURL,
 	}
 }
@@ -145,7 +149,9 @@ type Config struct {
 	RunnerFunction string
 	MaxBundleBytes int64
 	DispatchGrace  time.Duration
-	S3PathStyle    bool
+	// MCPWait is EnvMCPWait; zero for the API's default.
+	MCPWait     time.Duration
+	S3PathStyle bool
 	// EgressAllow is EnvEgressAllow parsed: the ranges admitted for fetch,
 	// model requests and webhook deliveries; none by default.
 	EgressAllow []netip.Prefix
@@ -257,6 +263,17 @@ func FromEnv(fn Function, getenv func(string) string) (Config, error) {
 			bad("%s must be between 1s and 1h (got %q)", EnvDispatchGrace, v)
 		default:
 			c.DispatchGrace = d
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvMCPWait)); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			bad("%s must be a duration such as \"20s\" (got %q)", EnvMCPWait, v)
+		case d < time.Second || d > 25*time.Second:
+			bad("%s must be between 1s and 25s, inside API Gateway's 29 s (got %q)", EnvMCPWait, v)
+		default:
+			c.MCPWait = d
 		}
 	}
 	if v := strings.TrimSpace(getenv(EnvS3PathStyle)); v != "" {

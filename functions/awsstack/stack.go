@@ -169,7 +169,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 	}
 	s := &Stack{Config: cfg, Store: st, Bundles: bundles, Engine: eng, Dispatch: dispatch, Notifications: notes, Channels: channels, log: log, sandbox: sb}
 	if cfg.Function == APIFunction {
-		apiCfg := api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes, Notifications: notes}
+		apiCfg := api.Config{Engine: eng, Store: st, Now: o.Now, Logger: log, MaxBundle: cfg.MaxBundleBytes, MCPWait: cfg.MCPWait, Notifications: notes}
 		if slackApp != nil {
 			apiCfg.Slack = slackApp
 		}

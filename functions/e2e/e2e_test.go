@@ -95,6 +95,9 @@ func TestLambdaEndToEnd(t *testing.T) {
 		// refuses unless the owner allows it.
 		awsstack.EnvEgressAllow+"=127.0.0.1/32",
 		awsstack.EnvPublicURL+"="+publicURL,
+		// Long enough for a decision on the other API instance to land
+		// within it on a busy machine, short enough to see a call outlive it.
+		awsstack.EnvMCPWait+"=5s",
 		"AWS_LAMBDA_LOG_LEVEL=DEBUG",
 	)
 	s := &stack{
@@ -352,6 +355,11 @@ func TestLambdaEndToEnd(t *testing.T) {
 				t.Errorf("a function panicked:\n%s", fn.Logs())
 			}
 		}
+	})
+
+	t.Run("mcp", func(t *testing.T) {
+		s.t = t
+		s.mcp(ctx, bins["api"], env)
 	})
 
 	t.Run("misconfigured function", func(t *testing.T) {

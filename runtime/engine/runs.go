@@ -184,7 +184,8 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 	if err != nil {
 		return store.Run{}, err
 	}
-	if !actor.Role.May(approvals.RunAgents) && !(actor.Role.May(approvals.CallTools) && r.Via == ViaMCP(actor.ID)) {
+	ownCall := actor.Role.May(approvals.CallTools) && r.Via == ViaMCP(actor.ID)
+	if !actor.Role.May(approvals.RunAgents) && !ownCall {
 		return store.Run{}, ErrForbidden
 	}
 	for attempt := 1; ; attempt++ {
