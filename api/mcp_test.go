@@ -187,6 +187,11 @@ func TestMCPCalls(t *testing.T) {
 	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"user":"alice"`) {
 		t.Errorf("structured content %s", sc)
 	}
+	// An allowed call repeated is a second call: only one that waits for a
+	// person is shared.
+	if again := callTool(t, cs, "listOrders", map[string]any{}); callIDOf(t, again) == callIDOf(t, res) {
+		t.Errorf("a repeated allowed call returned the first call %s", callIDOf(t, res))
+	}
 	runs := w.runCount()
 
 	// Input the tool's schema refuses is a tool error with the usual

@@ -28,8 +28,8 @@ type CallParams struct {
 // schema first, so a call the step would refuse creates no run.
 //
 // A call identical to one of the same key that still awaits approval (same
-// tool and input) returns that run, not a second approval; the bool is
-// false then. Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (no
+// tool, and input of the same approvals.Digest) returns that run, not a
+// second approval; the bool is false then. Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (no
 // such agent or tool), *InputError.
 func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallParams) (store.Run, bool, error) {
 	if !actor.Role.May(approvals.CallTools) || actor.Agent == "" || actor.EndUserID == "" {
@@ -58,9 +58,11 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 		return store.Run{}, false, &InputError{err}
 	}
 	via := ViaMCP(actor.ID)
-	digest := requestDigest(StartParams{Agent: actor.Agent + "." + p.Tool, Input: p.Input, EndUserID: actor.EndUserID})
-	if pending, ok, err := e.pendingCall(ctx, actor, via, p.Tool, digest); err != nil || ok {
-		return pending, false, err
+	if ag.Evaluate(p.Tool, input, false).Outcome == agent.Ask {
+		// Only a call that asks can be pending: look for it then.
+		if pending, ok, err := e.pendingCall(ctx, actor, via, tool.Name, p.Input); err != nil || ok {
+			return pending, false, err
+		}
 	}
 	now := e.now()
 	run := store.Run{
@@ -74,7 +76,6 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 		Status:        store.RunQueued,
 		Input:         p.Input,
 		Trust:         store.Trusted,
-		RequestDigest: digest,
 		LeaseUntil:    now.Add(e.cfg.DispatchGrace),
 		CreatedAt:     now,
 		UpdatedAt:     now,
@@ -85,20 +86,36 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 }
 
 // pendingCall finds a call of the key that awaits approval with the same
-// tool and request digest, among the end user's newest waiting runs.
-func (e *Engine) pendingCall(ctx context.Context, actor approvals.Actor, via, tool, digest string) (store.Run, bool, error) {
-	page, err := e.store.ListRuns(ctx, store.RunFilter{
-		ProjectID: actor.ProjectID, Status: store.RunAwaitingApproval, Agent: actor.Agent, EndUserID: actor.EndUserID, Limit: store.MaxLimit,
-	})
+// tool and input: through the project's pending approvals (the queue, which
+// people keep short), not its runs.
+func (e *Engine) pendingCall(ctx context.Context, actor approvals.Actor, via, tool string, input json.RawMessage) (store.Run, bool, error) {
+	digest, err := approvals.Digest(input)
 	if err != nil {
-		return store.Run{}, false, fmt.Errorf("find a pending call: %w", err)
+		return store.Run{}, false, &InputError{fmt.Errorf("arguments: %w", err)}
 	}
-	for _, r := range page.Items {
-		if r.Via == via && r.Tool == tool && r.RequestDigest == digest {
-			return r, true, nil
+	f := store.ApprovalFilter{ProjectID: actor.ProjectID, Status: approvals.Pending, Limit: store.MaxLimit}
+	for {
+		page, err := e.store.ListApprovals(ctx, f)
+		if err != nil {
+			return store.Run{}, false, fmt.Errorf("find a pending call: %w", err)
 		}
+		for _, a := range page.Items {
+			if a.Tool != tool || a.Agent != actor.Agent || a.EndUserID != actor.EndUserID || a.InputDigest != digest {
+				continue
+			}
+			r, err := e.store.GetRun(ctx, a.RunID)
+			if err != nil {
+				return store.Run{}, false, fmt.Errorf("find a pending call: %w", err)
+			}
+			if r.Via == via && r.Tool == tool && r.Status == store.RunAwaitingApproval {
+				return r, true, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return store.Run{}, false, nil
+		}
+		f.Cursor = page.NextCursor
 	}
-	return store.Run{}, false, nil
 }
 
 // CallAgent is the agent an MCP key calls, as the latest deployment
