@@ -108,6 +108,12 @@ func TestMCPEndToEnd(t *testing.T) {
 	if tool := jsonField(t, trace, "run.tool"); tool != "refundOrder" {
 		t.Errorf("the call's run tool %q", tool)
 	}
+	if r := e.must("runs"); !strings.Contains(r.stdout, "refunds.refundOrder via mcp:"+keyID) {
+		t.Errorf("runs does not mark the call as MCP's: %s", r.stdout)
+	}
+	if r := e.must("trace", runID); !strings.Contains(r.stdout, "refunds.refundOrder via mcp:"+keyID) {
+		t.Errorf("trace does not mark the call as MCP's: %s", r.stdout)
+	}
 
 	// Outliving the wait: the pending result, then stead_call_result once
 	// approved.

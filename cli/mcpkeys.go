@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -75,7 +76,12 @@ func (a *app) mcpKeysCreate(ctx context.Context, agentName, endUser, name string
 	}
 	fmt.Fprintf(w, "\n\n    %s\n\n", k.Key)
 	fmt.Fprintln(w, "This is the only time the key is shown: store it in a secret manager now.")
-	fmt.Fprintf(w, "The MCP client sends it as Authorization: Bearer …; revoke it with stead mcp-keys revoke %s\n", k.ID)
+	endpoint := "/mcp"
+	if c, err := a.client(); err == nil {
+		endpoint = strings.TrimSuffix(c.set.URL, "/") + "/mcp"
+	}
+	fmt.Fprintf(w, "MCP endpoint (Streamable HTTP): %s\n", endpoint)
+	fmt.Fprintf(w, "The MCP client sends the key as Authorization: Bearer …; revoke it with stead mcp-keys revoke %s\n", k.ID)
 	return nil
 }
 

@@ -12,7 +12,8 @@ func TestMCPKeysCLI(t *testing.T) {
 	t.Parallel()
 	s := newTestStack(t)
 	r := s.mustCLI("mcp-keys", "create", "--agent", "refunds", "--end-user", "demo-user", "--name", "claude-desktop")
-	if !strings.Contains(r.stdout, "agent refunds and end user demo-user (claude-desktop)") || !strings.Contains(r.stdout, "only time the key is shown") {
+	if !strings.Contains(r.stdout, "agent refunds and end user demo-user (claude-desktop)") || !strings.Contains(r.stdout, "only time the key is shown") ||
+		!strings.Contains(r.stdout, "MCP endpoint (Streamable HTTP): "+s.srv.URL+"/mcp") {
 		t.Fatalf("create: %s", r)
 	}
 	var secret string

@@ -422,7 +422,7 @@ func (a *app) runs(ctx context.Context, o runsOptions) error {
 	now := a.now()
 	t := newTable(a.stdout(), "ID", "AGENT", "END USER", "STATUS", "CREATED", "DETAIL")
 	for _, r := range list.Runs {
-		t.row(r.ID, r.Agent, r.EndUserID, r.Status, ago(now, r.CreatedAt), runDetail(r))
+		t.row(r.ID, agentLabel(r), r.EndUserID, r.Status, ago(now, r.CreatedAt), runDetail(r))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -473,6 +473,20 @@ func (a *app) traceCommand() *cobra.Command {
 	}
 }
 
+// agentLabel names what a run runs: its agent, or, for an MCP client's
+// one-call run, the agent's tool and the key it came through
+// ("refunds.refundOrder via mcp:mck_…").
+func agentLabel(r api.Run) string {
+	if r.Tool == "" {
+		return r.Agent
+	}
+	label := r.Agent + "." + r.Tool
+	if r.Via != "" {
+		label += " via " + r.Via
+	}
+	return label
+}
+
 func (a *app) trace(ctx context.Context, id string) error {
 	c, err := a.client()
 	if err != nil {
@@ -495,7 +509,7 @@ func (a *app) trace(ctx context.Context, id string) error {
 		return printValue(a.stdout(), map[string]json.RawMessage{"run": runBody, "events": evs})
 	}
 	w := a.stdout()
-	fmt.Fprintf(w, "run %s · %s · end user %s · deployment %d · %s\n", run.ID, run.Agent, run.EndUserID, run.Deployment, run.Status)
+	fmt.Fprintf(w, "run %s · %s · end user %s · deployment %d · %s\n", run.ID, agentLabel(run), run.EndUserID, run.Deployment, run.Status)
 	tw := newTraceWriter(w, a.now, false)
 	tw.table = newTable(w, "TIME", "EVENT", "STEP", "SUMMARY")
 	for _, ev := range events {

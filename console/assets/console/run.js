@@ -48,6 +48,8 @@ export function runView(ctx, id) {
     const rows = [
       ["Status", statusBadge(r.status)],
       ["Agent", r.agent],
+      r.tool ? ["Call", `one call of ${r.tool}`] : null,
+      r.via ? ["Via", r.via.startsWith("mcp:") ? `MCP key ${r.via.slice(4)}` : r.via] : null,
       ["End user", r.endUserId],
       ["Deployment", String(r.deployment)],
       ["Trust", r.trust === "untrusted" ? [h("span", { class: "badge badge--untrusted", text: "untrusted" }), r.trustOrigin ? ` (from ${r.trustOrigin})` : ""] : r.trust],

@@ -113,6 +113,8 @@ function runRow(run) {
       h("a", { href: `#/runs/${enc(run.id)}`, class: "mono", text: run.id })),
     h("div", { class: "run-row__meta small" },
       h("span", {}, "agent ", h("strong", { text: run.agent })),
+      run.tool ? h("span", {}, "one call of ", h("strong", { text: run.tool })) : null,
+      run.via ? h("span", { class: "badge", text: run.via.startsWith("mcp:") ? "via MCP" : run.via, title: run.via }) : null,
       h("span", {}, "end user ", h("strong", { text: run.endUserId })),
       h("span", {}, "deployment ", String(run.deployment)),
       h("span", { title: stamp(run.createdAt) }, "started ", ago(run.createdAt)),
