@@ -130,6 +130,10 @@ type Deployment struct {
 	Agents     []string  `json:"agents"`
 	CreatedBy  string    `json:"createdBy"`
 	CreatedAt  time.Time `json:"createdAt"`
+	// MCPTools are the definitions of the deployment's MCP-backed tools as
+	// deploy pinned them, each with what changed since the previous
+	// deployment ("new", "description, inputSchema"; none when unchanged).
+	MCPTools []MCPToolPin `json:"mcpTools,omitempty"`
 	// Warnings are things the config allows but probably does not mean;
 	// only in the response to a deploy.
 	Warnings []ConfigProblem `json:"warnings,omitempty"`
@@ -482,15 +486,27 @@ func eventFor(c *caller, e store.Event) (Event, bool) {
 	return eventOf(e), true
 }
 
+// MCPToolPin is a remote tool's definition as a deploy pinned it.
+type MCPToolPin struct {
+	Server      string `json:"server"`
+	Tool        string `json:"tool"`
+	Fingerprint string `json:"fingerprint"`
+	Change      string `json:"change,omitempty"`
+}
+
 func deploymentOf(d store.Deployment) Deployment {
 	agents := d.Agents
 	if agents == nil {
 		agents = []string{}
 	}
-	return Deployment{
+	out := Deployment{
 		Version: d.Version, Digest: d.Digest, BundleSize: d.BundleSize, Agents: agents,
 		CreatedBy: d.CreatedBy, CreatedAt: d.CreatedAt,
 	}
+	for _, p := range d.MCPTools {
+		out.MCPTools = append(out.MCPTools, MCPToolPin{Server: p.Server, Tool: p.Tool, Fingerprint: p.Fingerprint, Change: p.Change})
+	}
+	return out
 }
 
 func agentOf(a *agent.Agent) Agent {

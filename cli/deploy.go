@@ -118,6 +118,13 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 	fmt.Fprintf(w, "  digest  sha256:%s\n", d.Digest)
 	fmt.Fprintf(w, "  bundle  %s (from %s)\n", bundle.FormatSize(d.BundleSize), filepath.ToSlash(entry))
 	fmt.Fprintf(w, "  agents  %s\n", strings.Join(d.Agents, ", "))
+	for _, p := range d.MCPTools {
+		change := p.Change
+		if change == "" {
+			change = "unchanged"
+		}
+		fmt.Fprintf(w, "  mcp     %s/%s pinned %s (%s)\n", p.Server, p.Tool, shortFingerprint(p.Fingerprint), change)
+	}
 	for _, p := range d.Warnings {
 		fmt.Fprintf(w, "warning: stead.json: %s: %s\n", orRoot(p.Pointer), p.Message)
 	}
@@ -192,4 +199,12 @@ func orRoot(ptr string) string {
 		return "(root)"
 	}
 	return ptr
+}
+
+// shortFingerprint is "sha256:" and the first 12 hex digits.
+func shortFingerprint(f string) string {
+	if len(f) > len("sha256:")+12 {
+		return f[:len("sha256:")+12]
+	}
+	return f
 }

@@ -102,7 +102,7 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	// steps: each is recorded as it completes, so the attempts counted
 	// belong to the step that keeps failing, not to a batch before it.
 	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease, noHold: r.Attempts > 1}
-	if limit := max(MaxAttempts, 1+e.sandboxRetries()); r.Attempts > limit {
+	if limit := e.maxAttempts(); r.Attempts > limit {
 		step := ag.Steps[r.Cursor].ID
 		err = x.fail(ctx, step, CodeInternal, fmt.Sprintf(
 			"step %s did not complete in %d attempts: each time, its worker stopped before recording a result (a crash, a lost lease or memory pressure); giving up",
@@ -123,6 +123,11 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 // killed mid-step) gets as many tries as a step whose sandbox keeps
 // crashing (1 + DefaultSandboxRetries).
 const MaxAttempts = 1 + DefaultSandboxRetries
+
+// maxAttempts is how many claims a step gets before its run fails: at
+// least MaxAttempts, more when SandboxRetries allows a crashing sandbox
+// more tries.
+func (e *Engine) maxAttempts() int { return max(MaxAttempts, 1+e.sandboxRetries()) }
 
 // Defaults of Config.SandboxRetries and Config.SandboxBackoff.
 const (

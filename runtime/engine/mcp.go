@@ -188,10 +188,6 @@ func listOrNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// maxAttempts is how many claims a step gets before its run fails (the
-// bound Execute applies).
-func (e *Engine) maxAttempts() int { return max(MaxAttempts, 1+e.sandboxRetries()) }
-
 // callMCP is invoke for an MCP-backed tool: the call goes to the remote
 // server, checked against the pinned definition, with the call's
 // idempotency key in _meta, and is recorded as a handler's would be. A
