@@ -126,11 +126,19 @@ var deploymentTests = []test{
 }
 
 func deployment(p string, n int) store.Deployment {
-	return store.Deployment{
+	d := store.Deployment{
 		ProjectID: p, Digest: fmt.Sprintf("%064x", n), BundleSize: int64(1000 + n),
 		Config: json.RawMessage(`{"agents":{"support":{}}}`), Agents: []string{"support"},
 		CreatedBy: "key_owner", CreatedAt: at(time.Duration(n) * time.Minute),
 	}
+	if n%2 == 0 {
+		// Pinned MCP-backed tools are kept with the deployment, as written.
+		d.MCPTools = []store.MCPToolPin{{
+			Server: "tracker", Tool: "create_issue", Fingerprint: fmt.Sprintf("sha256:%064x", n), Description: "File an issue.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`), Change: "new",
+		}}
+	}
+	return d
 }
 
 func testDeploymentNumbered(t *testing.T, s store.Store) {
