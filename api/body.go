@@ -41,16 +41,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // value) included. A refused body is a 400 naming the field, before anything
 // is done with it.
 func readBody(r *http.Request, limit int64, v any) error {
-	if r.ContentLength > limit {
-		return tooLarge("request body is %s; the limit is %s", size(r.ContentLength), size(limit))
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	data, err := readAll(r, limit)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge("request body is larger than %s", size(limit))
-		}
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: "the request body could not be read: " + err.Error()}
+		return err
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
@@ -76,6 +69,22 @@ func readBody(r *http.Request, limit int64, v any) error {
 		return decodeError(err)
 	}
 	return nil
+}
+
+// readAll reads a request body of at most limit bytes.
+func readAll(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge("request body is %s; the limit is %s", size(r.ContentLength), size(limit))
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge("request body is larger than %s", size(limit))
+		}
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: "the request body could not be read: " + err.Error()}
+	}
+	return data, nil
 }
 
 // decodeError names the field a JSON decode failed on.

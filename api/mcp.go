@@ -150,13 +150,9 @@ var mcpNames = []string{
 // would match case-insensitively: one body read one way, by a proxy and by
 // Stead alike. The arguments are user data; the engine reads them strictly.
 func strictMCPBody(r *http.Request, limit int64) error {
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	data, err := readAll(r, limit)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge("request body is larger than %s", size(limit))
-		}
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Message: "the request body could not be read: " + err.Error()}
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	if err := strictjson.Check(data); err != nil {

@@ -29,8 +29,8 @@ type CallParams struct {
 //
 // A call identical to one of the same key that still awaits approval (same
 // tool, and input of the same approvals.Digest) returns that run, not a
-// second approval; the bool is false then. Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (no
-// such agent or tool), *InputError.
+// second approval; the bool is false then. Errors: ErrForbidden,
+// ErrNoDeployment, store.ErrNotFound (no such agent or tool), *InputError.
 func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallParams) (store.Run, bool, error) {
 	if !actor.Role.May(approvals.CallTools) || actor.Agent == "" || actor.EndUserID == "" {
 		return store.Run{}, false, ErrForbidden
@@ -38,13 +38,9 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 	if len(p.Input) == 0 {
 		p.Input = json.RawMessage("{}")
 	}
-	d, err := e.deployments.latest(ctx, actor.ProjectID)
+	d, ag, err := e.latestAgent(ctx, actor.ProjectID, actor.Agent)
 	if err != nil {
 		return store.Run{}, false, err
-	}
-	ag, ok := d.config.Agent(actor.Agent)
-	if !ok {
-		return store.Run{}, false, fmt.Errorf("agent %q: %w", actor.Agent, store.ErrNotFound)
 	}
 	tool, ok := ag.Tool(p.Tool)
 	if !ok {
@@ -125,13 +121,9 @@ func (e *Engine) CallAgent(ctx context.Context, actor approvals.Actor) (int, *ag
 	if !actor.Role.May(approvals.CallTools) || actor.Agent == "" {
 		return 0, nil, ErrForbidden
 	}
-	d, err := e.deployments.latest(ctx, actor.ProjectID)
+	d, ag, err := e.latestAgent(ctx, actor.ProjectID, actor.Agent)
 	if err != nil {
 		return 0, nil, err
-	}
-	ag, ok := d.config.Agent(actor.Agent)
-	if !ok {
-		return 0, nil, fmt.Errorf("agent %q is not in deployment %d: %w", actor.Agent, d.Version, store.ErrNotFound)
 	}
 	return d.Version, ag, nil
 }

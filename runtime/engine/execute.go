@@ -481,23 +481,29 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		}
 		return hc, nil
 	}
-	out, err := decode(res.Output)
+	return x.accept(s, tool, hc, res.Output, key, names), nil
+}
+
+// accept takes a call's output: JSON its tool's output schema admits, or
+// the call fails invalid-output; an accepted call's completion is traced.
+func (x *execution) accept(s *agent.Step, tool *agent.Tool, hc handlerCall, output json.RawMessage, key string, names traceNames) handlerCall {
+	out, err := decode(output)
 	if err != nil {
 		hc.code, hc.msg = CodeInvalidOutput, fmt.Sprintf("%s returned invalid JSON: %v", tool.Name, err)
-		return hc, nil
+		return hc
 	}
 	if err := tool.ValidateOutput(out); err != nil {
 		hc.code, hc.msg = CodeInvalidOutput, err.Error()
-		return hc, nil
+		return hc
 	}
 	if names.completed != "" {
 		x.emit(names.completed, s.ID, map[string]any{
-			"tool": tool.Name, "output": res.Output, "costs": hc.costs, "durationMs": hc.took.Milliseconds(),
+			"tool": tool.Name, "output": output, "costs": hc.costs, "durationMs": hc.took.Milliseconds(),
 			"idempotencyKey": key,
 		})
 	}
-	hc.raw, hc.value = res.Output, out
-	return hc, nil
+	hc.raw, hc.value = output, out
+	return hc
 }
 
 // record applies what a handler reported — logs, costs, untrusted marks —

@@ -260,21 +260,5 @@ func (x *execution) callMCP(ctx, callCtx context.Context, s *agent.Step, tool *a
 			tool.Name, bundle.FormatSize(int64(len(res.Output))), bundle.FormatSize(jsvm.DefaultMaxResultSize))
 		return hc, nil
 	}
-	out, err := decode(res.Output)
-	if err != nil {
-		hc.code, hc.msg = CodeInvalidOutput, fmt.Sprintf("%s returned invalid JSON: %v", tool.Name, err)
-		return hc, nil
-	}
-	if err := tool.ValidateOutput(out); err != nil {
-		hc.code, hc.msg = CodeInvalidOutput, err.Error()
-		return hc, nil
-	}
-	if names.completed != "" {
-		x.emit(names.completed, s.ID, map[string]any{
-			"tool": tool.Name, "output": res.Output, "costs": hc.costs, "durationMs": hc.took.Milliseconds(),
-			"idempotencyKey": key,
-		})
-	}
-	hc.raw, hc.value = res.Output, out
-	return hc, nil
+	return x.accept(s, tool, hc, res.Output, key, names), nil
 }

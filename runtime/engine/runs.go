@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"stead/approvals"
+	"stead/runtime/agent"
 	"stead/store"
 )
 
@@ -40,13 +41,9 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 	if len(p.Input) == 0 {
 		p.Input = json.RawMessage("{}")
 	}
-	d, err := e.deployments.latest(ctx, actor.ProjectID)
+	d, ag, err := e.latestAgent(ctx, actor.ProjectID, p.Agent)
 	if err != nil {
 		return store.Run{}, false, err
-	}
-	ag, ok := d.config.Agent(p.Agent)
-	if !ok {
-		return store.Run{}, false, fmt.Errorf("agent %q: %w", p.Agent, store.ErrNotFound)
 	}
 	input, err := decode(p.Input)
 	if err != nil {
@@ -98,6 +95,20 @@ func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Ru
 	// dispatches it after DispatchGrace.
 	_ = e.cfg.Dispatch.Dispatch(ctx, created.ID)
 	return created, true, nil
+}
+
+// latestAgent is an agent as the project's latest deployment declares it.
+// Errors: ErrNoDeployment, store.ErrNotFound (no such agent).
+func (e *Engine) latestAgent(ctx context.Context, projectID, name string) (*deployment, *agent.Agent, error) {
+	d, err := e.deployments.latest(ctx, projectID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ag, ok := d.config.Agent(name)
+	if !ok {
+		return nil, nil, fmt.Errorf("agent %q is not in deployment %d: %w", name, d.Version, store.ErrNotFound)
+	}
+	return d, ag, nil
 }
 
 func requestDigest(p StartParams) string {
