@@ -62,19 +62,19 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 	}
 	now := e.now()
 	run := store.Run{
-		ID:            e.newID("run"),
-		ProjectID:     actor.ProjectID,
-		Agent:         actor.Agent,
-		Tool:          p.Tool,
-		Via:           via,
-		EndUserID:     actor.EndUserID,
-		Deployment:    d.Version,
-		Status:        store.RunQueued,
-		Input:         p.Input,
-		Trust:         store.Trusted,
-		LeaseUntil:    now.Add(e.cfg.DispatchGrace),
-		CreatedAt:     now,
-		UpdatedAt:     now,
+		ID:         e.newID("run"),
+		ProjectID:  actor.ProjectID,
+		Agent:      actor.Agent,
+		Tool:       p.Tool,
+		Via:        via,
+		EndUserID:  actor.EndUserID,
+		Deployment: d.Version,
+		Status:     store.RunQueued,
+		Input:      p.Input,
+		Trust:      store.Trusted,
+		LeaseUntil: now.Add(e.cfg.DispatchGrace),
+		CreatedAt:  now,
+		UpdatedAt:  now,
 	}
 	return e.create(ctx, actor, run, map[string]any{
 		"agent": actor.Agent, "tool": p.Tool, "via": via, "deployment": d.Version, "endUserId": actor.EndUserID, "input": p.Input,
