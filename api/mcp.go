@@ -75,6 +75,8 @@ const (
 	metaRequiresApproval = "io.getstead/requiresApproval"
 	// metaCallID names the call (its run) in every call result.
 	metaCallID = "io.getstead/callId"
+	// relatedTaskMeta is the tasks extension's _meta key naming a task.
+	relatedTaskMeta = "io.modelcontextprotocol/related-task"
 )
 
 // mcpRequest is what one POST /mcp carries to the SDK's handlers.
@@ -419,6 +421,9 @@ type mcpTask struct {
 // tool error) or cancelled.
 func (s *Server) task(ctx context.Context, actor approvals.Actor, run store.Run) *mcpTask {
 	t := &mcpTask{
+		// The call id in _meta too: a client whose SDK reads a task as an
+		// empty call result (the Go SDK's, go-sdk#942) still finds it.
+		ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaCallID: run.ID, relatedTaskMeta: map[string]any{"taskId": run.ID}}},
 		ResultType: "task", TaskID: run.ID, Status: "working",
 		CreatedAt: run.CreatedAt.UTC(), LastUpdatedAt: run.UpdatedAt.UTC(), PollIntervalMs: mcpPollInterval.Milliseconds(),
 	}

@@ -286,7 +286,16 @@ func TestMCPTasks(t *testing.T) {
 		!strings.Contains(task.StatusMessage, "expires 2026-11-29T12:10:00Z") || task.PollIntervalMs <= 0 {
 		t.Fatalf("task = %+v", task)
 	}
+	if task.Meta["io.getstead/callId"] != task.TaskID {
+		t.Errorf("the task's _meta lacks its call id: %v", task.Meta)
+	}
 	cs := w.mcpClient(key.Key, true)
+	// The Go SDK's client, which reads a task as an empty call result,
+	// still gets the call id.
+	res := callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-9", "amount": 1})
+	if goTask := callIDOf(t, res); goTask == task.TaskID {
+		t.Errorf("a second call is the first task %s", goTask)
+	}
 	got, err := mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
 	if err != nil {
 		t.Fatal(err)
@@ -294,9 +303,7 @@ func TestMCPTasks(t *testing.T) {
 	if got.Status != "working" || got.ResultType != "complete" {
 		t.Fatalf("tasks/get = %+v", got)
 	}
-	var pending api.ApprovalList
-	w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&pending)
-	w.must(w.do("POST", "/v1/approvals/"+pending.Approvals[0].ID+"/approve", w.owner, nil), 200)
+	w.must(w.do("POST", "/v1/approvals/"+task.approvalID(w)+"/approve", w.owner, nil), 200)
 	w.wait(task.TaskID, "terminal")
 	got, err = mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
 	if err != nil {
