@@ -14,67 +14,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"stead/api"
+	"stead/api/mcpclient"
 )
-
-// bearer adds an Authorization header to every request.
-type bearer struct {
-	key  string
-	base http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.base.RoundTrip(r)
-}
 
 // mcpClient connects the Go SDK's client to POST /mcp with an MCP key;
 // with tasks, it declares the tasks extension.
 func (w *world) mcpClient(key string, tasks bool) *mcp.ClientSession {
 	w.t.Helper()
-	opts := &mcp.ClientOptions{}
-	if tasks {
-		caps := &mcp.ClientCapabilities{}
-		caps.AddExtension("io.modelcontextprotocol/tasks", nil)
-		opts.Capabilities = caps
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "stead-test", Version: "1"}, opts)
-	if err := mcp.AddSendingCustomMethod[*taskParams, *taskResult](c, "tasks/get"); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := mcp.AddSendingCustomMethod[*taskParams, *emptyTaskResult](c, "tasks/cancel"); err != nil {
-		w.t.Fatal(err)
-	}
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint:             w.url + "/mcp",
-		HTTPClient:           &http.Client{Transport: bearer{key, http.DefaultTransport}},
-		DisableStandaloneSSE: true,
-		MaxRetries:           -1,
-	}, nil)
+	cs, err := mcpclient.ConnectGo(context.Background(), w.url+"/mcp", key, tasks)
 	if err != nil {
 		w.t.Fatalf("connect: %v", err)
 	}
 	w.t.Cleanup(func() { cs.Close() })
 	return cs
-}
-
-type taskParams struct {
-	mcp.ParamsBase
-	TaskID string `json:"taskId"`
-}
-
-type taskResult struct {
-	mcp.ResultBase
-	ResultType     string          `json:"resultType"`
-	TaskID         string          `json:"taskId"`
-	Status         string          `json:"status"`
-	StatusMessage  string          `json:"statusMessage"`
-	PollIntervalMs int64           `json:"pollIntervalMs"`
-	Result         json.RawMessage `json:"result"`
-}
-
-type emptyTaskResult struct {
-	mcp.ResultBase
 }
 
 func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
@@ -98,7 +50,7 @@ func text(res *mcp.CallToolResult) string {
 
 func callIDOf(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
-	id, _ := res.Meta["io.getstead/callId"].(string)
+	id := mcpclient.CallID(res.Meta)
 	if !strings.HasPrefix(id, "run_") {
 		t.Fatalf("result has no call id: %+v", res.Meta)
 	}
@@ -296,7 +248,7 @@ func TestMCPTasks(t *testing.T) {
 	if goTask := callIDOf(t, res); goTask == task.TaskID {
 		t.Errorf("a second call is the first task %s", goTask)
 	}
-	got, err := mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	got, err := mcpclient.GetTask(t.Context(), cs, task.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +257,7 @@ func TestMCPTasks(t *testing.T) {
 	}
 	w.must(w.do("POST", "/v1/approvals/"+task.approvalID(w)+"/approve", w.owner, nil), 200)
 	w.wait(task.TaskID, "terminal")
-	got, err = mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	got, err = mcpclient.GetTask(t.Context(), cs, task.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +267,10 @@ func TestMCPTasks(t *testing.T) {
 
 	// tasks/cancel cancels the call and settles its approval.
 	task = w.rawTaskCall(key.Key, map[string]any{"orderId": "o-2", "amount": 4})
-	if _, err := mcp.CallCustomMethod[*taskParams, *emptyTaskResult](t.Context(), cs, "tasks/cancel", &taskParams{TaskID: task.TaskID}); err != nil {
+	if err := mcpclient.CancelTask(t.Context(), cs, task.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	got, err = mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), cs, "tasks/get", &taskParams{TaskID: task.TaskID})
+	got, err = mcpclient.GetTask(t.Context(), cs, task.TaskID)
 	if err != nil || got.Status != "cancelled" {
 		t.Fatalf("tasks/get after cancel = %+v, %v", got, err)
 	}
@@ -330,14 +282,14 @@ func TestMCPTasks(t *testing.T) {
 
 	// Another key's task is unknown to this one.
 	other := w.mcpClient(w.newMCPKey("refunds", "bob").Key, true)
-	if _, err := mcp.CallCustomMethod[*taskParams, *taskResult](t.Context(), other, "tasks/get", &taskParams{TaskID: task.TaskID}); err == nil ||
+	if _, err := mcpclient.GetTask(t.Context(), other, task.TaskID); err == nil ||
 		!strings.Contains(err.Error(), "no task") {
 		t.Errorf("another key's tasks/get: %v", err)
 	}
 }
 
 type rawTask struct {
-	taskResult
+	mcpclient.Task
 }
 
 func (t rawTask) approvalID(w *world) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"stead/api"
+	"stead/api/mcpclient"
 )
 
 // BenchmarkMCPToolsCall is an allowed tools/call over loopback HTTP on
@@ -28,12 +29,7 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 	if err := d.call(ctx, http.MethodPost, "/v1/mcp-keys", body, &key); err != nil {
 		b.Fatal(err)
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:             d.base + "/mcp",
-		HTTPClient:           &http.Client{Transport: bearerTransport{key.Key, &http.Transport{MaxIdleConnsPerHost: 4}}},
-		DisableStandaloneSSE: true,
-	}, nil)
+	cs, err := mcpclient.ConnectGo(ctx, d.base+"/mcp", key.Key, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,16 +54,4 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(lat[len(lat)/2], "p50-ms")
 	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "p99-ms")
-}
-
-// bearerTransport adds the MCP key to every request.
-type bearerTransport struct {
-	key  string
-	base http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.base.RoundTrip(r)
 }

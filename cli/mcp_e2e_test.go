@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"stead/api/mcpclient"
 )
 
@@ -17,7 +19,9 @@ import (
 // owner approves within the wait (→ its result), a gated call that outlives
 // the wait (→ the pending result) approved later (→ stead_call_result
 // returns the result), a denied call (→ a tool error with the note); each
-// call is a run marked as coming from MCP and the key.
+// call is a run marked as coming from MCP and the key. Then the Go SDK's
+// client (2026-07-28) with the tasks extension: a task, followed by
+// tasks/get to its result.
 func TestMCPEndToEnd(t *testing.T) {
 	e, tmp := newE2E(t)
 	addr := freeAddr(t)
@@ -133,6 +137,28 @@ func TestMCPEndToEnd(t *testing.T) {
 	e.must("deny", e.waitApproval("refundOrder"), "--note", "refunded already")
 	if r := call("stead_call_result", map[string]any{"callId": deniedID}); !r.IsError || !strings.Contains(textOf(r), "Denied") || !strings.Contains(textOf(r), "refunded already") {
 		t.Fatalf("denied: %+v", r)
+	}
+
+	// The Go SDK's client, declaring the tasks extension: a gated call that
+	// outlives the wait is a task, which tasks/get follows once approved.
+	gocs, err := mcpclient.ConnectGo(ctx, "http://"+addr+"/mcp", key, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gocs.Close()
+	gres, err := gocs.CallTool(ctx, &mcp.CallToolParams{Name: "refundOrder", Arguments: map[string]any{"orderId": "o-1003", "reason": "go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskID := mcpclient.CallID(gres.Meta)
+	task, err := mcpclient.GetTask(ctx, gocs, taskID)
+	if err != nil || task.Status != "working" || !strings.Contains(task.StatusMessage, "waiting for approval") {
+		t.Fatalf("tasks/get %s: %+v %v", taskID, task, err)
+	}
+	e.must("approve", e.waitApproval("refundOrder"))
+	e.waitStatus(taskID, "succeeded")
+	if task, err = mcpclient.GetTask(ctx, gocs, taskID); err != nil || task.Status != "completed" || !strings.Contains(string(task.Result), "refunded") {
+		t.Fatalf("tasks/get after approval: %+v %v", task, err)
 	}
 
 	// Revoked, the key stops working at once.

@@ -1,8 +1,9 @@
-// Package mcpclient runs the official MCP TypeScript SDK's client (npm
-// @modelcontextprotocol/sdk, pinned in package-lock.json here; `make
-// mcp-client` installs it) against Stead's POST /mcp, for the end-to-end
-// tests of `stead dev` and of the API function under the Lambda emulator.
-// A test without it installed skips, and fails with CI=true.
+// Package mcpclient runs the official MCP clients against Stead's POST
+// /mcp, for tests: the TypeScript SDK's (npm @modelcontextprotocol/sdk,
+// pinned in package-lock.json here; `make mcp-client` installs it; New
+// skips a test without it, and fails it with CI=true) and the Go SDK's
+// (ConnectGo, with the tasks extension's methods). The end-to-end tests of
+// `stead dev` and of the API function under the Lambda emulator drive both.
 package mcpclient
 
 import (

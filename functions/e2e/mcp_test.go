@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"stead/api"
 	"stead/api/mcpclient"
 	"stead/infra/rie"
@@ -103,7 +105,7 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 	}()
 
 	// Orders of the test's own, whatever the other subtests refunded.
-	for _, o := range []string{"o-2001", "o-2002"} {
+	for _, o := range []string{"o-2001", "o-2002", "o-2004"} {
 		rest("PUT", "/v1/broker/orders/"+o+"?endUserId=demo-user", map[string]any{"value": map[string]any{"id": o, "item": "Lamp", "amount": 30, "currency": "USD"}}, nil)
 	}
 	var key api.MCPKey
@@ -184,13 +186,48 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 	if !r.IsError || !strings.Contains(textOf(r), "Not run yet") {
 		t.Fatalf("pending call: %+v", r)
 	}
-	id, _ := r.Meta["io.getstead/callId"].(string)
+	id := mcpclient.CallID(r.Meta)
 	rest("POST", "/v1/approvals/"+pending(before)+"/approve", nil, nil)
 	if r := decode(c.Call(ctx, "stead_call_result", map[string]any{"callId": id})); r.IsError || !strings.Contains(textOf(r), "refunded") {
 		t.Fatalf("stead_call_result: %+v", r)
 	}
 
-	id, _ = denied.Meta["io.getstead/callId"].(string)
+	// The Go SDK's client with the tasks extension: a task, followed by
+	// tasks/get to its result once approved on the other instance.
+	gocs, err := mcpclient.ConnectGo(ctx, callerURL+"/mcp", key.Key, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gocs.Close()
+	before = asked()
+	gres, err := gocs.CallTool(ctx, &mcp.CallToolParams{Name: "refundOrder", Arguments: map[string]any{"orderId": "o-2004", "reason": "go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskID := mcpclient.CallID(gres.Meta)
+	if task, err := mcpclient.GetTask(ctx, gocs, taskID); err != nil || task.Status != "working" {
+		t.Fatalf("tasks/get %s: %+v %v", taskID, task, err)
+	}
+	rest("POST", "/v1/approvals/"+pending(before)+"/approve", nil, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		task, err := mcpclient.GetTask(ctx, gocs, taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status == "completed" {
+			if !strings.Contains(string(task.Result), "refunded") {
+				t.Fatalf("task result %s", task.Result)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is still %s", taskID, task.Status)
+		}
+		time.Sleep(time.Duration(task.PollIntervalMs) * time.Millisecond) // as the task asks
+	}
+
+	id = mcpclient.CallID(denied.Meta)
 	var run api.Run
 	rest("GET", "/v1/runs/"+id, nil, &run)
 	if run.Via != "mcp:"+key.ID || run.Tool != "refundOrder" || run.Error == nil || run.Error.Code != "approval-denied" {
