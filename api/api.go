@@ -32,6 +32,7 @@
 //	GET    /v1/approvals                          owner, developer
 //	GET    /v1/approvals/{id}                     owner, developer
 //	POST   /v1/approvals/{id}/approve             owner, developer
+//	POST   /v1/approvals/{id}/check-input         owner, developer (an edited input checked; nothing decided)
 //	POST   /v1/approvals/{id}/deny                owner, developer
 //	GET    /v1/rules                              owner, developer, approver, viewer (remembered decisions)
 //	GET    /v1/rules/{id}                         owner, developer, approver, viewer
@@ -259,6 +260,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/approvals/{id}", anyOf(approvals.ReadApprovals), s.getApproval)
 	s.handle("POST /v1/approvals/{id}/approve", anyOf(approvals.Decide), s.approve)
 	s.handle("POST /v1/approvals/{id}/deny", anyOf(approvals.Decide), s.deny)
+	s.handle("POST /v1/approvals/{id}/check-input", anyOf(approvals.Decide), s.checkInput)
 
 	s.handle("GET /v1/rules", anyOf(approvals.ReadApprovals), s.listRules)
 	s.handle("GET /v1/rules/{id}", anyOf(approvals.ReadApprovals), s.getRule)

@@ -139,6 +139,28 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, c *caller) erro
 	return nil
 }
 
+// checkInput: POST /v1/approvals/{id}/check-input {input} → 200 {"ok":
+// true} when an approve with this edited input would pass the tool's input
+// schema and policy, else the 400 that approve would give. Nothing is
+// decided; the console checks an edit as it is typed.
+func (s *Server) checkInput(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req struct {
+		Input json.RawMessage `json:"input"`
+	}
+	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
+		return err
+	}
+	if len(req.Input) == 0 {
+		return invalidField("input", "is required: the edited input to check")
+	}
+	id := r.PathValue("id")
+	if err := s.engine.CheckEdit(r.Context(), c.actor, id, req.Input); err != nil {
+		return approvalError(id, err, approvals.Approval{}, s.now(), "approved")
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}
+
 // deny: POST /v1/approvals/{id}/deny {note?} → 200 with the denied
 // approval; its run fails with approval-denied and the note.
 func (s *Server) deny(w http.ResponseWriter, r *http.Request, c *caller) error {

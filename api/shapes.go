@@ -45,6 +45,16 @@ type Run struct {
 	Error *RunError `json:"error,omitempty"`
 	// Approval is set while the run is awaiting approval.
 	Approval *RunApproval `json:"approval,omitempty"`
+	// Branding is the project's stead.json "branding", shown to customer
+	// tokens only (the status page and embed.js present it).
+	Branding *Branding `json:"branding,omitempty"`
+}
+
+// Branding is how the project presents itself to its customers.
+type Branding struct {
+	Name        string `json:"name,omitempty"`
+	LogoURL     string `json:"logoUrl,omitempty"`
+	AccentColor string `json:"accentColor,omitempty"`
 }
 
 // Costs is measured usage.
@@ -69,6 +79,9 @@ type RunApproval struct {
 	Reason      string    `json:"reason"`
 	RequestedAt time.Time `json:"requestedAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	// Label is the tool's customer-facing label (its "label" in
+	// stead.json), shown to customer tokens only; "" when it has none.
+	Label string `json:"label,omitempty"`
 }
 
 // Approval is an approval as the API shows it.
@@ -381,13 +394,25 @@ func forCustomer(r Run) Run {
 }
 
 // showRun renders a run as the caller may see it (a customer token sees
-// less). The caller has already been allowed to see the run.
+// less, and the project's branding and the tool's label). The caller has
+// already been allowed to see the run.
 func (s *Server) showRun(ctx context.Context, c *caller, r store.Run) (Run, error) {
 	out, err := s.runView(ctx, r)
-	if err == nil && c.actor.Role == approvals.RoleCustomer {
-		out = forCustomer(out)
+	if err != nil || c.actor.Role != approvals.RoleCustomer {
+		return out, err
 	}
-	return out, err
+	out = forCustomer(out)
+	p, err := s.engine.Presentation(ctx, r)
+	if err != nil {
+		return Run{}, err
+	}
+	if b := p.Branding; b != nil {
+		out.Branding = &Branding{Name: b.Name, LogoURL: b.LogoURL, AccentColor: b.AccentColor}
+	}
+	if out.Approval != nil {
+		out.Approval.Label = p.Labels[out.Approval.Tool]
+	}
+	return out, nil
 }
 
 // runView is the run with its pending approval while it awaits one.

@@ -129,6 +129,7 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 		{"POST /v1/runs/{id}/cancel", "/v1/runs/" + run.ID + "/cancel", nil},
 		{"POST /v1/approvals/{id}/approve", "/v1/approvals/" + run.Approval.ID + "/approve", [][2]string{{"note", `"ok"`}, {"input", `{"orderId":"o-1","amount":1}`}}},
 		{"POST /v1/approvals/{id}/deny", "/v1/approvals/" + run.Approval.ID + "/deny", [][2]string{{"note", `"no"`}}},
+		{"POST /v1/approvals/{id}/check-input", "/v1/approvals/" + run.Approval.ID + "/check-input", [][2]string{{"input", `{"orderId":"o-1","amount":1}`}}},
 		{"POST /v1/customer-tokens", "/v1/customer-tokens", [][2]string{{"endUserId", `"alice"`}, {"ttlSeconds", `60`}}},
 		{"POST /v1/customer-tokens/revoke", "/v1/customer-tokens/revoke", [][2]string{{"endUserId", `"bob"`}}},
 		{"PUT /v1/broker/{collection}/{key}", "/v1/broker/notes/n-1?endUserId=alice", [][2]string{{"value", `"hi"`}}},

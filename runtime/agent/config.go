@@ -45,6 +45,9 @@ type Config struct {
 	// MCPServers holds the remote MCP servers by name (empty when the file
 	// has no "mcpServers").
 	MCPServers map[string]*MCPServer
+	// Branding is how the project presents itself to its customers on the
+	// status page and in embed.js (nil when the file has no "branding").
+	Branding *Branding
 	// Raw is the file as parsed.
 	Raw json.RawMessage
 	// Warnings are things that are allowed but probably not meant, such as
@@ -55,6 +58,28 @@ type Config struct {
 	// groupRefs are the pointers of every "group" the config's approvers
 	// name, by group.
 	groupRefs map[string][]string
+}
+
+// Branding is the project's name, logo and accent colour as its customers
+// see them. The schema checks each value (a logo is an https: or data:image
+// URL, the accent a #rrggbb colour), so a parsed Branding is safe to show.
+type Branding struct {
+	Name        string
+	LogoURL     string
+	AccentColor string
+}
+
+// brandingOf reads "branding" after the schema checked it.
+func brandingOf(v any) *Branding {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	b := &Branding{}
+	b.Name, _ = m["name"].(string)
+	b.LogoURL, _ = m["logoUrl"].(string)
+	b.AccentColor, _ = m["accentColor"].(string)
+	return b
 }
 
 // Effect is a tool's declared effect.
@@ -113,7 +138,10 @@ type Tool struct {
 	// Agent is the name of the agent that declares the tool.
 	Agent       string
 	Description string
-	Effect      Effect
+	// Label is what customers read for the tool ("Refund" for refundOrder)
+	// on the status page and in embed.js; "" when not set.
+	Label  string
+	Effect Effect
 	// Source is SourceInternal unless the config says external
 	// (SourceExternal for an MCP-backed tool unless it says internal).
 	Source           Source
@@ -425,6 +453,7 @@ func (p *parser) config(doc any) *Config {
 	c.Handlers, _ = root["handlers"].(string)
 	c.Models = p.models(root)
 	c.MCPServers = p.mcpServers(root)
+	c.Branding = brandingOf(root["branding"])
 	agents, _ := root["agents"].(map[string]any)
 	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		if am, ok := agents[name].(map[string]any); ok {
@@ -617,6 +646,7 @@ func (p *parser) tool(a *Agent, name string, m map[string]any, ptr string) *Tool
 		ApprovalTimeout: a.ApprovalTimeout,
 	}
 	t.Description, _ = m["description"].(string)
+	t.Label, _ = m["label"].(string)
 	if e, ok := m["effect"].(string); ok {
 		t.Effect = Effect(e)
 	}

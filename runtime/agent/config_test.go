@@ -218,6 +218,18 @@ func TestParseProblems(t *testing.T) {
 		want []string // every problem, as Problem.String()
 	}{
 		{
+			name: "bad branding and label",
+			src: `{"branding": {"name": "", "logoUrl": "http://shop.example/logo.png", "accentColor": "blue", "colour": 1},
+				"agents": {"refunds": {"tools": {"refundOrder": {"effect": "write", "label": ""}}, "steps": [{"id": "a", "tool": "refundOrder"}]}}}`,
+			want: []string{
+				`/branding/name: must not be empty`,
+				`/branding/logoUrl: must be an https:// URL or a data:image/… URL (png, jpeg, gif, webp or svg+xml)`,
+				`/branding/accentColor: must be a colour written #rrggbb, like "#1d4ed8"`,
+				`/branding/colour: unknown key "colour" (allowed here: accentColor, logoUrl, name)`,
+				`/agents/refunds/tools/refundOrder/label: must not be empty`,
+			},
+		},
+		{
 			name: "bad effect",
 			src:  wrap(`"tools": {"refundOrder": {"effect": "delete"}}, "steps": [{"id": "a", "tool": "refundOrder"}]`),
 			want: []string{`/agents/refunds/tools/refundOrder/effect: must be one of "read", "write"`},
@@ -380,6 +392,34 @@ func TestParseProblems(t *testing.T) {
 				t.Errorf("problems:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(tt.want, "\n     "))
 			}
 		})
+	}
+}
+
+func TestParseBrandingAndLabel(t *testing.T) {
+	t.Parallel()
+	c, err := agent.Parse([]byte(`{"branding": {"name": "Acme Shop", "logoUrl": "data:image/svg+xml;base64,PHN2Zy8+", "accentColor": "#0a7d5a"},
+		"agents": {"refunds": {"tools": {"refundOrder": {"effect": "write", "label": "Refund"}, "listOrders": {"effect": "read"}},
+		"steps": [{"id": "a", "tool": "refundOrder"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agent.Branding{Name: "Acme Shop", LogoURL: "data:image/svg+xml;base64,PHN2Zy8+", AccentColor: "#0a7d5a"}
+	if c.Branding == nil || *c.Branding != want {
+		t.Errorf("Branding = %+v, want %+v", c.Branding, want)
+	}
+	ag, _ := c.Agent("refunds")
+	if got := ag.Tools["refundOrder"].Label; got != "Refund" {
+		t.Errorf("refundOrder label = %q, want Refund", got)
+	}
+	if got := ag.Tools["listOrders"].Label; got != "" {
+		t.Errorf("listOrders label = %q, want none", got)
+	}
+	plain, err := agent.Parse([]byte(`{"agents": {"a": {"tools": {"t": {"effect": "read"}}, "steps": [{"id": "s", "tool": "t"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Branding != nil {
+		t.Errorf("no branding: Branding = %+v, want nil", plain.Branding)
 	}
 }
 

@@ -36,8 +36,17 @@ const configSchemaURL = "stead:///stead.schema.json"
 // errors get a sentence instead of the regular expression.
 const namePattern = "^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 
+// logoPattern and accentPattern are branding.logoUrl's and
+// branding.accentColor's patterns in the schema.
+const (
+	logoPattern   = "^(https://[^\\s]+|data:image/(png|jpeg|gif|webp|svg\\+xml)(;base64)?,\\S+)$"
+	accentPattern = "^#[0-9a-fA-F]{6}$"
+)
+
 var knownPatterns = map[string]string{
-	namePattern: `must start with a letter and use only letters, digits, "_" and "-" (at most 64 characters)`,
+	namePattern:   `must start with a letter and use only letters, digits, "_" and "-" (at most 64 characters)`,
+	logoPattern:   `must be an https:// URL or a data:image/… URL (png, jpeg, gif, webp or svg+xml)`,
+	accentPattern: `must be a colour written #rrggbb, like "#1d4ed8"`,
 }
 
 type configSchemaT struct {

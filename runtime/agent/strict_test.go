@@ -40,7 +40,7 @@ func TestParseStrictJSON(t *testing.T) {
 			`  "description": "Zoë \"😀\" \u00e9", "effect": "read", "x/y~z": 1, "effect": "write"}},` +
 			"\n \"steps\": [{\"id\": \"s\", \"tool\": \"t\"}]}}}",
 			[]agent.Problem{
-				{Pointer: "/agents/a/tools/t/x~1y~0z", Message: `unknown key "x/y~z" (allowed here: approvals, description, effect, input, mcp, name, output, requiresApproval, source, timeoutMs)`, Line: 2, Column: 56},
+				{Pointer: "/agents/a/tools/t/x~1y~0z", Message: `unknown key "x/y~z" (allowed here: approvals, description, effect, input, label, mcp, name, output, requiresApproval, source, timeoutMs)`, Line: 2, Column: 56},
 				{Pointer: "/agents/a/tools/t/effect", Message: `duplicate key "effect" (first at line 2, column 38); a key may appear once in an object, so remove one of them`, Line: 2, Column: 68},
 			}},
 		{"too deep", deep,
