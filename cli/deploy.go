@@ -80,7 +80,7 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 			fmt.Sprintf("stead.json: /handlers: %s: %v", entryPath, errors.Unwrap(err)),
 		}}
 	}
-	src, err := bundle.Pack(ctx, entryPath, bundle.PackOptions{})
+	src, err := bundle.Pack(ctx, entryPath, bundle.PackOptions{Root: dir})
 	if err != nil {
 		if be, ok := bundle.AsError(err); ok {
 			return &problemsError{headline: "the handlers could not be bundled", lines: bundleLines(be, dir, filepath.Dir(entryPath))}

@@ -521,10 +521,40 @@ func (a *app) trace(ctx context.Context, id string) error {
 	switch {
 	case run.Error != nil:
 		fmt.Fprintf(w, "%s: %s: %s\n", run.Status, run.Error.Code, run.Error.Message)
+		printThrown(w, events)
 	case run.Approval != nil:
 		fmt.Fprintln(w, waitingLine(run.Approval.ID, run.Approval.Tool))
 	}
 	return nil
+}
+
+// thrownData is where a failed handler threw, as its run.failed event
+// carries it.
+type thrownData struct {
+	Stack  string `json:"stack"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
+}
+
+// printThrown prints where the run's handler threw ("  thrown at
+// handlers.ts:12:5") and the frames of its stack, when its run.failed event
+// says.
+func printThrown(w io.Writer, events []api.Event) {
+	var t thrownData
+	for _, ev := range events {
+		if ev.Type == "run.failed" {
+			_ = json.Unmarshal(ev.Data, &t)
+		}
+	}
+	if t.File != "" && t.Line > 0 {
+		fmt.Fprintf(w, "  thrown at %s:%d:%d\n", t.File, t.Line, t.Column)
+	}
+	for l := range strings.Lines(t.Stack) {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "at ") || l == "…" {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 }
 
 // allEvents reads every event of a run, page by page.

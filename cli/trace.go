@@ -77,8 +77,13 @@ func summary(ev api.Event) string {
 		}
 	case "step.completed":
 		s = str("tool") + " → " + compact(d["output"])
-	case "step.failed", "run.failed":
-		s = str("code") + ": " + str("message")
+	case "step.failed", "run.failed", "tool.failed":
+		// The position first, so that truncation keeps it.
+		s = str("code")
+		if f, line := str("file"), compact(d["line"]); f != "" && line != "" {
+			s += " at " + f + ":" + line + ":" + compact(d["column"])
+		}
+		s += ": " + str("message")
 	case "log":
 		s = str("level") + ": " + str("message")
 	case "cost.recorded":

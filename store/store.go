@@ -103,6 +103,13 @@ type RunError struct {
 	Message string `json:"message"`
 	// Step names the step that failed, when one did.
 	Step string `json:"step,omitempty"`
+	// Stack is a failed handler's JS stack; File, Line and Column are where
+	// it threw, in the developer's sources when the bundle carries their
+	// map (a bundle stead deploy made). Empty and 0 when unknown.
+	Stack  string `json:"stack,omitempty"`
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
 }
 
 // Run is one execution of an agent for one end user.

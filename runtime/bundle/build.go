@@ -13,6 +13,10 @@ import (
 type PackOptions struct {
 	// MaxSize bounds the produced bundle; DefaultMaxSize when zero.
 	MaxSize int
+	// Root is the folder the bundle's source map names its sources
+	// relative to (stead.json's), so that stacks read "src/handlers.ts:12:5";
+	// the entry's folder when empty.
+	Root string
 }
 
 // Pack bundles a source entry point (.js, .mjs, .ts, with relative imports
@@ -27,6 +31,12 @@ func Pack(ctx context.Context, entry string, o PackOptions) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pack %s: %w", entry, err)
 	}
+	root := filepath.Dir(abs)
+	if o.Root != "" {
+		if root, err = filepath.Abs(o.Root); err != nil {
+			return nil, fmt.Errorf("pack %s: %w", entry, err)
+		}
+	}
 	res := api.Build(api.BuildOptions{
 		EntryPoints:   []string{abs},
 		AbsWorkingDir: filepath.Dir(abs),
@@ -36,19 +46,27 @@ func Pack(ctx context.Context, entry string, o PackOptions) ([]byte, error) {
 		MainFields:    []string{"module", "main"},
 		Conditions:    []string{"import", "default"},
 		Target:        api.ESNext,
-		Outfile:       "handlers.mjs",
+		// Never written: the map's sources are relative to its folder.
+		Outfile:       filepath.Join(root, "handlers.mjs"),
 		Write:         false,
 		LogLevel:      api.LogLevelSilent,
 		Charset:       api.CharsetUTF8,
 		LegalComments: api.LegalCommentsNone,
+		// The map travels inside the bundle (see inlineMap), without the
+		// sources' text: only positions are needed.
+		Sourcemap:      api.SourceMapExternal,
+		SourcesContent: api.SourcesContentExclude,
 	})
 	if len(res.Errors) > 0 {
-		return nil, messagesError(res.Errors, filepath.Dir(abs))
+		return nil, messagesError(res.Errors, filepath.Dir(abs), nil)
 	}
-	var out []byte
+	var out, sm []byte
 	for _, f := range res.OutputFiles {
-		if strings.HasSuffix(f.Path, ".mjs") {
+		switch {
+		case strings.HasSuffix(f.Path, ".mjs"):
 			out = f.Contents
+		case strings.HasSuffix(f.Path, ".map"):
+			sm = f.Contents
 		}
 	}
 	if out == nil {
@@ -56,6 +74,11 @@ func Pack(ctx context.Context, entry string, o PackOptions) ([]byte, error) {
 	}
 	if err := checkSize(filepath.Base(entry), len(out), o.MaxSize); err != nil {
 		return nil, err
+	}
+	if with := inlineMap(out, sm); checkSize("", len(with), o.MaxSize) == nil {
+		// A bundle near the limit goes without its map: positions then
+		// point into the bundle instead of the sources.
+		out = with
 	}
 	return out, nil
 }
@@ -107,29 +130,31 @@ var refuseImports = api.Plugin{
 var errUnresolved = fmt.Errorf("unresolved import")
 
 // toScript converts a deployed ESM bundle into a CommonJS script body and its
-// source map (mapping back to the ESM file).
+// source map: to the bundle's sources when it carries their map (a bundle
+// Pack made), else to the ESM file.
 func toScript(name string, esm []byte) (code, sourceMap []byte, err error) {
 	res := api.Build(api.BuildOptions{
 		Stdin: &api.StdinOptions{
-			Contents:   string(esm),
+			Contents:   sealMap(esm),
 			Sourcefile: name,
 			Loader:     api.LoaderJS,
 		},
-		Bundle:        true,
-		Plugins:       []api.Plugin{refuseImports},
-		Format:        api.FormatCommonJS,
-		Platform:      api.PlatformNeutral,
-		Target:        api.ES2022,
-		Supported:     lowered,
-		Sourcemap:     api.SourceMapExternal,
-		Outfile:       name + ".cjs",
-		Write:         false,
-		LogLevel:      api.LogLevelSilent,
-		Charset:       api.CharsetUTF8,
-		LegalComments: api.LegalCommentsNone,
+		Bundle:         true,
+		Plugins:        []api.Plugin{refuseImports},
+		Format:         api.FormatCommonJS,
+		Platform:       api.PlatformNeutral,
+		Target:         api.ES2022,
+		Supported:      lowered,
+		Sourcemap:      api.SourceMapExternal,
+		SourcesContent: api.SourcesContentExclude,
+		Outfile:        name + ".cjs",
+		Write:          false,
+		LogLevel:       api.LogLevelSilent,
+		Charset:        api.CharsetUTF8,
+		LegalComments:  api.LegalCommentsNone,
 	})
 	if len(res.Errors) > 0 {
-		return nil, nil, messagesError(res.Errors, "")
+		return nil, nil, messagesError(res.Errors, "", positionsOf(esm))
 	}
 	for _, f := range res.OutputFiles {
 		switch {
@@ -145,8 +170,10 @@ func toScript(name string, esm []byte) (code, sourceMap []byte, err error) {
 	return code, sourceMap, nil
 }
 
-// messagesError turns esbuild's messages into one *Error naming file:line.
-func messagesError(msgs []api.Message, dir string) error {
+// messagesError turns esbuild's messages into one *Error naming file:line:
+// relative to dir when set, and mapped to the bundle's sources by pos when
+// it has their map.
+func messagesError(msgs []api.Message, dir string, pos *positions) error {
 	var errs []*Error
 	for _, m := range msgs {
 		e := &Error{Code: CodeSyntax, Message: m.Text}
@@ -164,6 +191,9 @@ func messagesError(msgs []api.Message, dir string) error {
 		}
 		if l := m.Location; l != nil {
 			e.File, e.Line, e.Column = l.File, l.Line, l.Column+1
+			if f, line, col, ok := pos.at(e.Line, e.Column); ok {
+				e.File, e.Line, e.Column = f, line, col
+			}
 			if dir != "" {
 				if rel, err := filepath.Rel(dir, filepath.Join(dir, l.File)); err == nil {
 					e.File = rel

@@ -8,6 +8,11 @@
 // Anything that would only fail at run time and can be found now is refused
 // here, naming file:line: top-level await, imports left unresolved (a Node
 // builtin such as fs), a bundle over the size limit.
+//
+// A bundle Pack makes carries its sources' map on its last line (see
+// sourcemap.go), so that stacks and these errors name the developer's files
+// ("src/handlers.ts:12:5") rather than the bundle; a bundle deployed
+// without one keeps positions in the bundle ("handlers.mjs:40:3").
 package bundle
 
 import (
@@ -33,7 +38,8 @@ type Export struct {
 // Bundle is a compiled handler bundle. It is immutable and shared: its
 // Program may run on many goja runtimes at once.
 type Bundle struct {
-	// Name is the bundle's file name, used in stacks ("handlers.mjs:12:5").
+	// Name is the bundle's file name, used in stacks ("handlers.mjs:12:5")
+	// where its source map does not name a source.
 	Name string
 	// Digest is the hex sha256 of Source, the artifact as deployed.
 	Digest string

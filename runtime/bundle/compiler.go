@@ -152,6 +152,8 @@ func build(name, digest string, esm []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	// goja would report mapped positions with zero-based columns.
+	sm = oneBasedColumns(sm)
 	src := wrapperHead + string(code) + "\n//# sourceMappingURL=" + sourceMapURL + "\n})"
 	ast, err := goja.Parse(name, src, parser.WithSourceMapLoader(func(path string) ([]byte, error) {
 		if path == sourceMapURL && sm != nil {
@@ -192,7 +194,12 @@ func (c *Compiler) exports(ctx context.Context, b *Bundle) (list []Export, err e
 	}()
 	obj, err := Instantiate(vm, b)
 	if err != nil {
-		return nil, &Error{Code: CodeEvaluation, File: b.Name, Message: "top-level code failed: " + err.Error()}
+		e := &Error{Code: CodeEvaluation, File: b.Name, Message: "top-level code failed: " + err.Error()}
+		var ex *goja.Exception
+		if errors.As(err, &ex) {
+			e.File, e.Line, e.Column = thrownAt(ex, b.Name)
+		}
+		return nil, e
 	}
 	for _, k := range obj.Keys() {
 		_, isFn := goja.AssertFunction(obj.Get(k))
@@ -203,6 +210,18 @@ func (c *Compiler) exports(ctx context.Context, b *Bundle) (list []Export, err e
 	}
 	slices.SortFunc(list, func(a, b Export) int { return strings.Compare(a.Name, b.Name) })
 	return list, nil
+}
+
+// thrownAt is where in the bundle's code (its sources, through its map) an
+// exception was thrown: its innermost frame there; the bundle, without a
+// line, when no frame is.
+func thrownAt(ex *goja.Exception, name string) (file string, line, col int) {
+	for _, f := range ex.Stack() {
+		if p := f.Position(); p.Filename != "" && p.Line > 0 && f.SrcName() != "stead:prelude" {
+			return p.Filename, p.Line, p.Column
+		}
+	}
+	return name, 0, 0
 }
 
 // NewRuntime returns a goja runtime with the hardening every runtime that

@@ -367,7 +367,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		return stepOutput{}, err
 	}
 	if hc.code != "" {
-		return stepOutput{}, x.fail(ctx, s.ID, hc.code, hc.msg)
+		return stepOutput{}, x.failThrown(ctx, s.ID, hc.code, hc.msg, hc.thrown)
 	}
 	return stepOutput{output: hc.raw, value: hc.value, costs: hc.costs, key: key}, nil
 }
@@ -384,6 +384,40 @@ type handlerCall struct {
 	untrusted bool
 	took      time.Duration
 	code, msg string
+	// thrown is where a failed handler threw, when its error says.
+	thrown thrown
+}
+
+// thrown is where a failed handler's error came from: its JS stack, and the
+// file, line and column it was thrown at (in the developer's sources when
+// the bundle carries their map). It goes into the failure's trace events
+// (as stack, file, line, column) and the run's error.
+type thrown struct {
+	stack, file  string
+	line, column int
+}
+
+func thrownBy(je *jsvm.Error) thrown {
+	return thrown{stack: je.Stack, file: je.File, line: je.Line, column: je.Column}
+}
+
+// into adds what is known to an event's data.
+func (t thrown) into(data map[string]any) map[string]any {
+	if t.stack != "" {
+		data["stack"] = t.stack
+	}
+	if t.file != "" && t.line > 0 {
+		data["file"], data["line"], data["column"] = t.file, t.line, t.column
+	}
+	return data
+}
+
+// onto adds what is known to a run's error.
+func (t thrown) onto(e *store.RunError) {
+	e.Stack = t.stack
+	if t.file != "" && t.line > 0 {
+		e.File, e.Line, e.Column = t.file, t.line, t.column
+	}
 }
 
 // traceNames are the event types that open and close a handler call in the
@@ -468,6 +502,7 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		hc.code, hc.msg = CodeHandlerError, fmt.Sprintf("%s failed: %v", tool.Name, err)
 		var je *jsvm.Error
 		if errors.As(err, &je) {
+			hc.thrown = thrownBy(je)
 			switch je.Code {
 			case jsvm.CodeTimeout:
 				hc.code, hc.msg = CodeTimeout, fmt.Sprintf("%s timed out after %s", tool.Name, tool.Timeout)
@@ -747,12 +782,19 @@ func (x *execution) requeue(ctx context.Context, step, tool, why string) error {
 
 // fail ends the run as failed and returns errStop (or the write's error).
 func (x *execution) fail(ctx context.Context, step, code, msg string) error {
+	return x.failThrown(ctx, step, code, msg, thrown{})
+}
+
+// failThrown is fail for a handler that threw: its stack and position go
+// into both events and the run's error.
+func (x *execution) failThrown(ctx context.Context, step, code, msg string, t thrown) error {
 	now := x.e.now()
-	x.emit("step.failed", step, map[string]any{"code": code, "message": msg})
-	x.emit("run.failed", "", map[string]any{"code": code, "message": msg, "step": step})
+	x.emit("step.failed", step, t.into(map[string]any{"code": code, "message": msg}))
+	x.emit("run.failed", "", t.into(map[string]any{"code": code, "message": msg, "step": step}))
 	next := x.run
 	next.Status = store.RunFailed
 	next.Error = &store.RunError{Code: code, Message: msg, Step: step}
+	t.onto(next.Error)
 	next.FinishedAt = now
 	next.LeaseOwner, next.LeaseUntil = "", zeroTime
 	if err := x.commit(ctx, next, nil, nil); err != nil {

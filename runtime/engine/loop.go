@@ -304,7 +304,7 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 	}
 	st.Costs = st.Costs.Add(hc.costs)
 	if hc.code != "" {
-		x.emit("tool.failed", s.ID, map[string]any{"callId": id, "tool": tool.Name, "code": hc.code, "message": hc.msg, "idempotencyKey": key})
+		x.emit("tool.failed", s.ID, hc.thrown.into(map[string]any{"callId": id, "tool": tool.Name, "code": hc.code, "message": hc.msg, "idempotencyKey": key}))
 		return answer(x.untrusted(hc, "Error: "+hc.msg, tool.Name), true, a != nil)
 	}
 	content, truncated, size := x.toolText(hc.value)

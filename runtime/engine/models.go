@@ -315,6 +315,7 @@ func (s *secretSet) redactCommit(r *store.Run, steps []store.Step, _ *approvals.
 	if r.Error != nil {
 		e := *r.Error
 		e.Message = s.redact(e.Message)
+		e.Stack, e.File = s.redact(e.Stack), s.redact(e.File)
 		r.Error = &e
 	}
 	r.Output = s.redactRaw(r.Output)

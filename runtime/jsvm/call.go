@@ -70,11 +70,12 @@ func (r *Redactor) Result(res *Result) {
 	}
 }
 
-// Error redacts e's message, name and stack in place.
+// Error redacts e's message, name, stack and file in place.
 func (r *Redactor) Error(e *Error) {
 	e.Message = r.String(e.Message)
 	e.Name = r.String(e.Name)
 	e.Stack = r.String(e.Stack)
+	e.File = r.String(e.File)
 }
 
 // host returns the context for host work started by this call, creating it

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,8 +73,16 @@ type Error struct {
 	Message string
 	// Name is the JS error's name ("TypeError") when the handler threw one.
 	Name string
-	// Stack is the JS stack, with bundle file:line:column, when known.
+	// Stack is the JS stack, with file:line:column in the bundle's sources
+	// when it carries their map (a bundle stead deploy made), else in the
+	// bundle, when known.
 	Stack string
+	// File, Line and Column are where the error was thrown: the first frame
+	// of Stack in the handler's own code (StackPosition). Line is 0 when
+	// unknown.
+	File   string
+	Line   int
+	Column int
 	// Retryable: the failure may not be this invocation's doing (the heap
 	// went over the limit while other invocations ran too); trying again is
 	// reasonable.
@@ -112,6 +122,45 @@ var (
 type hostPanic struct{ value any }
 
 func (p *hostPanic) Error() string { return fmt.Sprintf("%v", p.value) }
+
+// stackFrame is one line of a stack: "at name (file:line:col)" or
+// "at file:line:col", as cleanStack leaves goja's.
+var stackFrame = regexp.MustCompile(`^\s*at (?:.*? \()?(.+):(\d+):(\d+)(?:\(\d+\))?\)?\s*$`)
+
+// framePC is the program counter goja writes after a frame's position
+// ("handlers.ts:12:5(34)"), meaningless to the handler's author.
+var framePC = regexp.MustCompile(`(:\d+:\d+)\(\d+\)`)
+
+// cleanStack returns a stack as people read one: trimmed to maxStackLines,
+// without goja's program counters.
+func cleanStack(s string) string {
+	return framePC.ReplaceAllString(trimStack(s), "$1")
+}
+
+// StackPosition returns where a JS stack says its error was thrown: the
+// first frame in the handler's code, skipping built-ins ("native") and
+// Stead's own prelude. ok is false when no frame is the handler's. It is
+// only ever called for a failed call.
+func StackPosition(stack string) (file string, line, column int, ok bool) {
+	for l := range strings.Lines(stack) {
+		m := stackFrame.FindStringSubmatch(l)
+		if m == nil || m[1] == "stead:prelude" || m[1] == "<eval>" {
+			continue
+		}
+		line, err1 := strconv.Atoi(m[2])
+		column, err2 := strconv.Atoi(m[3])
+		if err1 != nil || err2 != nil || line <= 0 {
+			continue
+		}
+		return m[1], line, column, true
+	}
+	return "", 0, 0, false
+}
+
+// SetPosition sets e's File, Line and Column from its Stack.
+func (e *Error) SetPosition() {
+	e.File, e.Line, e.Column, _ = StackPosition(e.Stack)
+}
 
 // maxStackLines bounds Error.Stack (a stack overflow has 1000 frames).
 const maxStackLines = 30
@@ -157,9 +206,11 @@ func (w *worker) classify(err error) *Error {
 		return contextError(c.ctx, c.start)
 	case errors.As(err, &so):
 		w.broken = true
-		return &Error{Code: CodeStackOverflow, Name: "RangeError",
+		e = &Error{Code: CodeStackOverflow, Name: "RangeError",
 			Message: fmt.Sprintf("stack overflow: the call stack went past %d frames; look for unbounded recursion", maxCallDepth),
-			Stack:   trimStack(so.String())}
+			Stack:   cleanStack(so.String())}
+		e.SetPosition()
+		return e
 	case errors.Is(err, errNeverSettles):
 		return &Error{Code: CodeNeverSettles,
 			Message: "the handler's promise can never settle: it awaits a promise that nothing will resolve (no host call in flight, no timer pending)"}
@@ -206,8 +257,9 @@ func (w *worker) thrown(v goja.Value, prefix string) *Error {
 	if o, ok := parts.(*goja.Object); ok {
 		e.Name = o.Get("0").String()
 		e.Message = o.Get("1").String()
-		e.Stack = trimStack(o.Get("2").String())
+		e.Stack = cleanStack(o.Get("2").String())
 	}
 	e.Message = prefix + e.Message
+	e.SetPosition()
 	return e
 }

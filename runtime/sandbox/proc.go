@@ -182,7 +182,11 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 		return fail("load the bundle", fmt.Errorf("got %q frame", m.T))
 	}
 	if m.Error != nil {
-		return nil, &bundle.Error{Code: m.Error.Code, File: b.Name, Line: m.Error.Line, Column: m.Error.Column, Message: clip(m.Error.Message, maxMessage)}
+		file := clip(m.Error.File, 1024)
+		if file == "" {
+			file = b.Name
+		}
+		return nil, &bundle.Error{Code: m.Error.Code, File: file, Line: max(m.Error.Line, 0), Column: max(m.Error.Column, 0), Message: clip(m.Error.Message, maxMessage)}
 	}
 	if len(m.Exports) > maxExports {
 		return fail("list the exports", fmt.Errorf("%d exports, over the limit of %d", len(m.Exports), maxExports))
@@ -381,6 +385,10 @@ func (pr *proc) finish(c *pcall, d *doneMsg, red *jsvm.Redactor, start time.Time
 		e.Name, e.Stack = d.Error.Name, d.Error.Stack
 		red.Error(e) // (a worker runs one call at a time: nothing it reports is retryable)
 		e.Message, e.Name, e.Stack = clip(e.Message, maxMessage), clip(e.Name, 200), clip(e.Stack, maxMessage)
+		// Read from the stack here rather than taken from the worker: the
+		// stack is all a worker reports, bounded and redacted above (its
+		// positions are the sources' already: goja maps them in the worker).
+		e.SetPosition()
 		return res, e, !d.Retired && pr.healthy()
 	}
 	switch {

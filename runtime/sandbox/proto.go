@@ -195,9 +195,11 @@ type errorMsg struct {
 	Message string `json:"message"`
 	Name    string `json:"name,omitzero"`
 	Stack   string `json:"stack,omitzero"`
-	// Line and Column place a bundle error.
-	Line   int `json:"line,omitzero"`
-	Column int `json:"column,omitzero"`
+	// File, Line and Column place a bundle error: File is the bundle's
+	// name or, through its source map, one of its sources.
+	File   string `json:"file,omitzero"`
+	Line   int    `json:"line,omitzero"`
+	Column int    `json:"column,omitzero"`
 }
 
 var strict = json.JoinOptions(json.RejectUnknownMembers(true))

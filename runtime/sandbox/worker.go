@@ -162,7 +162,7 @@ func (w *workerConn) serve() error {
 	bundleError := func(err error) *errorMsg {
 		msg := &errorMsg{Code: jsvm.CodeInternal, Message: err.Error()}
 		if be, ok := bundle.AsError(err); ok {
-			msg.Code, msg.Message, msg.Line, msg.Column = be.Code, be.Message, be.Line, be.Column
+			msg.Code, msg.Message, msg.File, msg.Line, msg.Column = be.Code, be.Message, be.File, be.Line, be.Column
 		}
 		return msg
 	}
