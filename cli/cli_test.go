@@ -561,7 +561,7 @@ func TestDeployProblems(t *testing.T) {
 		return strings.Replace(c, `"listOrders": { "effect": "read",`, `"listOrders": { "effect": "reed",`, 1)
 	})
 	r := s.cli("deploy", dir)
-	if r.code != 1 || !strings.Contains(r.stderr, "stead.json: /agents/refunds/tools/listOrders/effect: ") {
+	if r.code != 1 || !strings.Contains(r.stderr, "stead.json:16:25: /agents/refunds/tools/listOrders/effect: ") {
 		t.Errorf("bad config: %s", r)
 	}
 
@@ -585,7 +585,7 @@ func TestDeployProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = s.cli("deploy", dir)
-	if r.code != 1 || !strings.Contains(r.stderr, "stead.json: /agents/refunds/tools/refundOrder: ") {
+	if r.code != 1 || !strings.Contains(r.stderr, "stead.json:17:9: /agents/refunds/tools/refundOrder: ") {
 		t.Errorf("missing export: %s", r)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/runtime/agent"
 	"stead/runtime/bundle"
 )
 
@@ -23,9 +24,9 @@ func (a *app) deployCommand() *cobra.Command {
 		Long: `Deploy a new version: read DIR/stead.json (DIR defaults to the current
 folder), bundle the handlers entry it names under "handlers" (a bundle or a
 source entry — .js, .mjs, .ts — with its imports and node_modules) with
-esbuild, and upload both. Problems are shown one per line:
-stead.json: <JSON pointer>: <message>, and file:line:column: <message> for
-the code.`,
+esbuild, and upload both. Problems are shown one per line, each where it
+is: stead.json:line:column: <JSON pointer>: <message> for the config and
+file:line:column: <message> for the code.`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
@@ -66,7 +67,19 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 		Handlers json.RawMessage `json:"handlers"`
 	}
 	if err := json.Unmarshal(config, &head); err != nil {
-		return &problemsError{headline: "stead.json is not valid JSON", lines: []string{fmt.Sprintf("%s: %v", cfgPath, err)}}
+		// Placed as the server would place it: the same parser, the same lines.
+		var lines []string
+		if _, perr := agent.Parse(config); perr != nil {
+			if ce, ok := errors.AsType[*agent.ConfigError](perr); ok {
+				for _, p := range ce.Problems {
+					lines = append(lines, configLine(p.Pointer, p.Message, p.Line, p.Column))
+				}
+			}
+		}
+		if len(lines) == 0 {
+			lines = []string{fmt.Sprintf("stead.json: %v", err)}
+		}
+		return &problemsError{headline: "stead.json is not valid JSON", lines: lines}
 	}
 	var entry string
 	if len(head.Handlers) == 0 || json.Unmarshal(head.Handlers, &entry) != nil || entry == "" {
@@ -176,11 +189,7 @@ func deployProblems(ae *apiError) []string {
 			return nil
 		}
 		for _, p := range ps {
-			l := fmt.Sprintf("stead.json: %s: %s", orRoot(p.Pointer), p.Message)
-			if p.Line > 0 {
-				l += fmt.Sprintf(" (line %d, column %d)", p.Line, p.Column)
-			}
-			lines = append(lines, l)
+			lines = append(lines, configLine(p.Pointer, p.Message, p.Line, p.Column))
 		}
 	case "bundle":
 		var ps []api.BundleProblem
@@ -192,6 +201,18 @@ func deployProblems(ae *apiError) []string {
 		}
 	}
 	return lines
+}
+
+// configLine renders a stead.json problem as the code's are rendered, so
+// that editors and terminals can open it at its place:
+// stead.json:18:11: /agents/refunds/tools/refundOrder/effect: must be …
+// A problem of the whole file that has a place (a syntax error) needs no
+// "(root)".
+func configLine(pointer, message string, line, col int) string {
+	if pointer == "" && line > 0 {
+		return position("stead.json", line, col) + message
+	}
+	return position("stead.json", line, col) + orRoot(pointer) + ": " + message
 }
 
 func orRoot(ptr string) string {
