@@ -39,3 +39,21 @@ func TestDeployPlacesConfigProblems(t *testing.T) {
 		t.Errorf("unclosed brace: %s", r)
 	}
 }
+
+// TestDeployNamesAMissingFile: a typo'd relative import is "no such file"
+// with the nearest name, not the Node builtins hint
+// (testdata/deploy_import_typo.golden).
+func TestDeployNamesAMissingFile(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	files := map[string]string{}
+	for k, v := range thrownHandlers {
+		files[k] = v
+	}
+	files["handlers.ts"] = strings.Replace(files["handlers.ts"], `"./money"`, `"./mony"`, 1)
+	r := s.cli("deploy", writeFiles(t, files))
+	if r.code != 1 || strings.Contains(r.stderr, "Node builtins") {
+		t.Fatalf("typo'd import: %s", r)
+	}
+	golden(t, "deploy_import_typo", r.stderr)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/evanw/esbuild/pkg/api"
@@ -188,6 +189,15 @@ func messagesError(msgs []api.Message, dir string, pos *positions) error {
 		case strings.HasPrefix(m.Text, "Could not resolve"):
 			e.Code = CodeUnresolvedImport
 			e.Message = m.Text + "; Node builtins are not available, and packages must be installed (npm install) before bundling"
+			importer := ""
+			if l := m.Location; l != nil && dir != "" {
+				importer = filepath.Join(dir, l.File)
+			}
+			if spec, err := strconv.Unquote(strings.TrimPrefix(m.Text, "Could not resolve ")); err == nil {
+				if msg, ok := missingFile(spec, importer); ok {
+					e.Message = msg
+				}
+			}
 		}
 		if l := m.Location; l != nil {
 			e.File, e.Line, e.Column = l.File, l.Line, l.Column+1
