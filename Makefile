@@ -35,7 +35,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 $(MAILPIT):
@@ -58,6 +58,20 @@ webhook-oracle: ## install the webhook tests' signature oracle (npm standardwebh
 .PHONY: mcp-client
 mcp-client: ## install the MCP end-to-end tests' client (npm @modelcontextprotocol/sdk) into api/mcpclient
 	cd api/mcpclient && npm ci --no-audit --no-fund --loglevel=error
+
+# verdaccio, a local npm registry (npm, pinned in npm/registry/package-lock.json,
+# with node-fetch overridden to 2.7.0, the only way it installs here): the npx
+# test publishes the getstead packages to it (npm TestNPXGetstead); it skips
+# without it, and fails with CI=true.
+.PHONY: npm-registry
+npm-registry: ## install the npx test's local registry (npm verdaccio) into npm/registry
+	cd npm/registry && npm ci --no-audit --no-fund --loglevel=error
+
+# The npm packages: `npx getstead` runs the prebuilt stead of its platform
+# (package npm); the version is the VERSION file's.
+.PHONY: npm
+npm: ## build the getstead npm packages (the launcher and one per platform) as tarballs in dist/npm
+	$(GO) run ./npm/build -out dist/npm
 
 # The MCP reference test server (npm @modelcontextprotocol/server-everything,
 # pinned in runtime/mcptool/testdata/tooling/package-lock.json) serves the

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"stead"
 	"stead/cli"
 	"stead/functions/awsstack"
 	"stead/runtime/agent"
@@ -135,5 +136,19 @@ func TestReadmeVariablesAreTheFunctions(t *testing.T) {
 		got, _ := json.Marshal(named)
 		want, _ := json.Marshal(code)
 		t.Errorf("the README's variable table lists %s; the functions read %s", got, want)
+	}
+}
+
+// The npm package the README names is the version the VERSION file says.
+func TestReadmeVersionIsTheVersionFile(t *testing.T) {
+	doc := readme(t)
+	found := regexp.MustCompile(`getstead@(\d+\.\d+\.\d+)`).FindAllStringSubmatch(doc, -1)
+	if len(found) == 0 {
+		t.Fatal("the README names no getstead@VERSION")
+	}
+	for _, m := range found {
+		if m[1] != stead.Version() {
+			t.Errorf("the README says getstead@%s; VERSION says %s", m[1], stead.Version())
+		}
 	}
 }

@@ -114,6 +114,8 @@ Then:                                   stead run refunds --input '{"orderId":"o
 			return cmd.Help()
 		},
 	}
+	root.Version = Version()
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.urlFlag, "url", "", "Stead API URL (env STEAD_URL; default from the config file, else "+DefaultURL+")")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"stead"
 	"stead/store"
 )
 
@@ -226,7 +227,14 @@ func TestJSONShapes(t *testing.T) {
 		t.Errorf("token expiresAt = %s", exp)
 	}
 	r = s.mustCLI("version", "--json")
-	jsonValue(t, r.stdout, "version")
+	if v := jsonField(t, r.stdout, "version"); v != stead.Version() || v == "" {
+		t.Errorf("version --json = %s, want the VERSION file's %q", r.stdout, stead.Version())
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if r := s.mustCLI(args...); !strings.HasPrefix(r.stdout, "stead "+stead.Version()+" (go") {
+			t.Errorf("stead %s = %q", strings.Join(args, " "), r.stdout)
+		}
+	}
 
 	// A refused decision prints the API's error body with --json.
 	r = s.cli("approve", aprID, "--json")

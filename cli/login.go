@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"stead"
 	"stead/approvals"
 )
 
@@ -71,39 +72,44 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 	}
 }
 
-// version is set at build time with -ldflags "-X stead/cli.version=v1.2.3".
+// version, when set at build time (-ldflags "-X stead/cli.version=…"),
+// overrides the product's version.
 var version = ""
 
-// Version is the CLI's version: the build-time version, else the module
-// version and VCS revision the binary was built from.
+// Version is the CLI's version: the product's (the VERSION file, package
+// stead), or the one set at build time.
 func Version() string {
 	if version != "" {
 		return version
 	}
-	v := "dev"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-		var rev, dirty string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "-dirty"
-				}
+	return stead.Version()
+}
+
+// revision is the VCS revision the binary was built from, "+dirty" when
+// the tree had changes; "" when unknown (a build outside a checkout).
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
 			}
-		}
-		if rev != "" {
-			if len(rev) > 12 {
-				rev = rev[:12]
-			}
-			v += "+" + rev + dirty
 		}
 	}
-	return v
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
 }
 
 func (a *app) versionCommand() *cobra.Command {
@@ -113,10 +119,19 @@ func (a *app) versionCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if a.jsonFlag {
-				return printValue(a.stdout(), map[string]string{"version": Version(), "go": runtime.Version()})
+				return printValue(a.stdout(), map[string]string{"version": Version(), "revision": revision(), "go": runtime.Version()})
 			}
-			fmt.Fprintf(a.stdout(), "stead %s (%s)\n", Version(), runtime.Version())
+			fmt.Fprintln(a.stdout(), versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `stead version` and `stead --version` print.
+func versionLine() string {
+	extra := runtime.Version()
+	if rev := revision(); rev != "" {
+		extra += ", " + rev
+	}
+	return "stead " + Version() + " (" + extra + ")"
 }
