@@ -35,7 +35,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry typescript test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 $(MAILPIT):
@@ -66,6 +66,14 @@ mcp-client: ## install the MCP end-to-end tests' client (npm @modelcontextprotoc
 .PHONY: npm-registry
 npm-registry: ## install the npx test's local registry (npm verdaccio) into npm/registry
 	cd npm/registry && npm ci --no-audit --no-fund --loglevel=error
+
+# The TypeScript compiler (npm typescript, pinned in
+# cli/testdata/typescript/package-lock.json) checks that the project `stead
+# init` writes type-checks (cli TestInitScaffold); without it the check is
+# skipped, and fails with CI=true.
+.PHONY: typescript
+typescript: ## install the TypeScript compiler the stead init test checks the scaffold with into cli/testdata/typescript
+	cd cli/testdata/typescript && npm ci --no-audit --no-fund --loglevel=error
 
 # The npm packages: `npx getstead` runs the prebuilt stead of its platform
 # (package npm); the version is the VERSION file's.

@@ -124,6 +124,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 
 	root.AddCommand(
 		a.devCommand(),
+		a.initCommand(),
 		a.loginCommand(),
 		a.deployCommand(),
 		a.runCommand(),
