@@ -17,20 +17,25 @@ func TestHostileHandlersOnSteadDev(t *testing.T) {
 	e, tmp := newE2E(t)
 	srv := e.startServer(freeAddr(t), filepath.Join(tmp, "data"))
 
+	// timeoutMs is the tool's: 1.5 s where the outcome is the timeout, and
+	// long enough for the handler to reach its own end (a crash, the memory
+	// limit) on a busy machine where it is not, so that what is checked is
+	// how it died, not how fast the machine is.
 	cases := []struct {
 		tool, body string
 		codes      []string
+		timeoutMs  int
 		limit      time.Duration
 	}{
-		{"deepParse", `return JSON.parse("[".repeat(3e6) + "]".repeat(3e6));`, []string{"sandbox-crashed"}, 10 * time.Second},
-		{"deepStringify", `return JSON.stringify(nest(3e6)).length;`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 10 * time.Second},
-		{"deepJoin", `return nest(3e6).join(",").length;`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 10 * time.Second},
-		{"deepReturn", `return nest(3e6);`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 10 * time.Second},
-		{"regex", `return /^(?=(a+)+$)a/.test("a".repeat(34) + "!");`, []string{"timeout"}, 2500 * time.Millisecond},
-		{"growString", `let s = "x"; for (;;) s += s + "y";`, []string{"memory-limit"}, 2500 * time.Millisecond},
-		{"hugeAlloc", `return new Array(2 ** 31).fill(0).length;`, []string{"memory-limit"}, 2500 * time.Millisecond},
-		{"busy", `for (;;) {}`, []string{"timeout"}, 2500 * time.Millisecond},
-		{"promiseStorm", `for (;;) { await Promise.all(Array.from({ length: 1e4 }, () => Promise.resolve(1))); }`, []string{"timeout", "memory-limit"}, 2500 * time.Millisecond},
+		{"deepParse", `return JSON.parse("[".repeat(3e6) + "]".repeat(3e6));`, []string{"sandbox-crashed"}, 8000, 10 * time.Second},
+		{"deepStringify", `return JSON.stringify(nest(3e6)).length;`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 1500, 10 * time.Second},
+		{"deepJoin", `return nest(3e6).join(",").length;`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 1500, 10 * time.Second},
+		{"deepReturn", `return nest(3e6);`, []string{"sandbox-crashed", "memory-limit", "timeout"}, 1500, 10 * time.Second},
+		{"regex", `return /^(?=(a+)+$)a/.test("a".repeat(34) + "!");`, []string{"timeout"}, 1500, 2500 * time.Millisecond},
+		{"growString", `let s = "x"; for (;;) s += s + "y";`, []string{"memory-limit"}, 8000, 9 * time.Second},
+		{"hugeAlloc", `return new Array(2 ** 31).fill(0).length;`, []string{"memory-limit"}, 8000, 9 * time.Second},
+		{"busy", `for (;;) {}`, []string{"timeout"}, 1500, 2500 * time.Millisecond},
+		{"promiseStorm", `for (;;) { await Promise.all(Array.from({ length: 1e4 }, () => Promise.resolve(1))); }`, []string{"timeout", "memory-limit"}, 1500, 2500 * time.Millisecond},
 	}
 	var src, agents strings.Builder
 	src.WriteString("function nest(n) { let a = []; for (let i = 0; i < n; i++) a = [a]; return a; }\n")
@@ -39,7 +44,7 @@ func TestHostileHandlersOnSteadDev(t *testing.T) {
 		if i > 0 {
 			agents.WriteString(",\n")
 		}
-		fmt.Fprintf(&agents, `"%s": {"tools": {"%s": {"effect": "read", "timeoutMs": 1500}}, "steps": [{"id": "hostile", "tool": "%s", "input": {}}]}`, c.tool, c.tool, c.tool)
+		fmt.Fprintf(&agents, `"%s": {"tools": {"%s": {"effect": "read", "timeoutMs": %d}}, "steps": [{"id": "hostile", "tool": "%s", "input": {}}]}`, c.tool, c.tool, c.timeoutMs, c.tool)
 	}
 	dir := filepath.Join(tmp, "hostile")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
