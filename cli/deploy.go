@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +22,8 @@ import (
 )
 
 func (a *app) deployCommand() *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:   "deploy [DIR]",
 		Short: "Bundle and deploy DIR's handlers with its stead.json",
 		Long: `Deploy a new version: read DIR/stead.json (DIR defaults to the current
@@ -26,16 +31,21 @@ folder), bundle the handlers entry it names under "handlers" (a bundle or a
 source entry — .js, .mjs, .ts — with its imports and node_modules) with
 esbuild, and upload both. Problems are shown one per line, each where it
 is: stead.json:line:column: <JSON pointer>: <message> for the config and
-file:line:column: <message> for the code.`,
+file:line:column: <message> for the code.
+
+A deployment that drops agents the latest one has asks first on a terminal;
+in a script, pass --yes (without it the deploy is refused, naming them).`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return a.deploy(cmd.Context(), dir)
+			return a.deploy(cmd.Context(), dir, yes)
 		},
 	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "deploy even if it removes agents the latest deployment has")
+	return cmd
 }
 
 // problemsError lists problems one per line under a headline.
@@ -57,14 +67,15 @@ func (e *problemsError) Unwrap() error {
 	return e.api
 }
 
-func (a *app) deploy(ctx context.Context, dir string) error {
+func (a *app) deploy(ctx context.Context, dir string, yes bool) error {
 	cfgPath := filepath.Join(dir, "stead.json")
 	config, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return fmt.Errorf("read %s: %w; deploy a folder that holds a stead.json", cfgPath, err)
 	}
 	var head struct {
-		Handlers json.RawMessage `json:"handlers"`
+		Handlers json.RawMessage            `json:"handlers"`
+		Agents   map[string]json.RawMessage `json:"agents"`
 	}
 	if err := json.Unmarshal(config, &head); err != nil {
 		// Placed as the server would place it: the same parser, the same lines.
@@ -104,6 +115,10 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	removed, err := a.confirmRemovals(ctx, c, head.Agents, yes)
+	if err != nil {
+		return err
+	}
 	var d api.Deployment
 	body, err := c.call(ctx, request{
 		method: http.MethodPost, path: "/v1/deployments",
@@ -138,10 +153,79 @@ func (a *app) deploy(ctx context.Context, dir string) error {
 		}
 		fmt.Fprintf(w, "  mcp     %s/%s pinned %s (%s)\n", p.Server, p.Tool, shortFingerprint(p.Fingerprint), change)
 	}
+	if removed != nil {
+		fmt.Fprintf(w, "  removed %s (deployment %d had them)\n", strings.Join(removed.agents, ", "), removed.version)
+	}
 	for _, p := range d.Warnings {
 		fmt.Fprintf(w, "warning: stead.json: %s: %s\n", orRoot(p.Pointer), p.Message)
 	}
 	return nil
+}
+
+// removal is the agents a deployment drops that the latest one has.
+type removal struct {
+	version int
+	agents  []string
+}
+
+// confirmRemovals finds the agents of the latest deployment that the new
+// config drops (new runs of them would be refused) and has them confirmed:
+// by --yes, else by a "y" on a terminal; without either the deploy is
+// refused. It returns nil when nothing is removed.
+func (a *app) confirmRemovals(ctx context.Context, c *client, agents map[string]json.RawMessage, yes bool) (*removal, error) {
+	var page api.DeploymentList
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/deployments", query: url.Values{"limit": {"1"}}}, &page); err != nil {
+		return nil, fmt.Errorf("read the latest deployment's agents: %w", err)
+	}
+	if len(page.Deployments) == 0 {
+		return nil, nil
+	}
+	prev := page.Deployments[0]
+	r := &removal{version: prev.Version}
+	for _, name := range prev.Agents {
+		if _, ok := agents[name]; !ok {
+			r.agents = append(r.agents, name)
+		}
+	}
+	if len(r.agents) == 0 {
+		return nil, nil
+	}
+	slices.Sort(r.agents)
+	names := strings.Join(r.agents, ", ")
+	what := fmt.Sprintf("this deployment removes %s %s, which deployment %d has: new runs of %s will be refused",
+		plural(len(r.agents), "agent", "agents"), names, prev.Version, plural(len(r.agents), "it", "them"))
+	switch {
+	case yes:
+		return r, nil
+	case !isTerminal(a.env.Stdin):
+		return nil, fmt.Errorf("%s; pass --yes to deploy anyway (nothing was deployed)", what)
+	}
+	fmt.Fprintf(a.env.Stderr, "%s.\nDeploy anyway? [y/N] ", what)
+	answer, _ := bufio.NewReader(a.env.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return nil, errors.New("deploy cancelled; nothing was deployed")
+	}
+	return r, nil
+}
+
+// isTerminal reports whether r is a terminal a person types into: a
+// character device other than the null device (a script's stdin is a pipe,
+// a file or /dev/null). A reader may say so itself (IsTerminal() bool), as
+// tests' do.
+func isTerminal(r io.Reader) bool {
+	if t, ok := r.(interface{ IsTerminal() bool }); ok {
+		return t.IsTerminal()
+	}
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 // bundleLines renders bundle problems as file:line:col: message, with file

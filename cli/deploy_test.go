@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,4 +59,64 @@ func TestDeployNamesAMissingFile(t *testing.T) {
 		t.Fatalf("typo'd import: %s", r)
 	}
 	golden(t, "deploy_import_typo", r.stderr)
+}
+
+// tty is a standard input that says it is a terminal.
+type tty struct{ *strings.Reader }
+
+func (tty) IsTerminal() bool { return true }
+
+// cliWithStdin runs the CLI against the stack with stdin.
+func (s *testStack) cliWithStdin(stdin io.Reader, args ...string) result {
+	s.t.Helper()
+	vars := map[string]string{EnvURL: s.srv.URL, EnvKey: s.key, EnvConfig: s.config}
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), Env{
+		Stdin: stdin, Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return vars[k] }, Now: s.clock.Now, HTTPClient: s.http,
+	}, args)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// TestDeployConfirmsRemovedAgents: a folder without agents the latest
+// deployment has is refused in a script unless --yes, naming them and the
+// flag; a terminal is asked, and only "y" deploys
+// (testdata/deploy_removes_*.golden).
+func TestDeployConfirmsRemovedAgents(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	dir := writeFiles(t, thrownHandlers) // only "orders"; the example has refunds and review-refund
+	latest := func() int {
+		d, err := s.stack.Store.LatestDeployment(t0ctx(), s.project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Version
+	}
+
+	r := s.cli("deploy", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "refunds, review-refund") || !strings.Contains(r.stderr, "--yes") || latest() != 1 {
+		t.Fatalf("without a terminal or --yes: %s (latest deployment %d)", r, latest())
+	}
+	golden(t, "deploy_removes_refused", r.stderr)
+
+	r = s.cliWithStdin(tty{strings.NewReader("n\n")}, "deploy", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "Deploy anyway? [y/N] ") || !strings.Contains(r.stderr, "deploy cancelled") || latest() != 1 {
+		t.Fatalf("answered n: %s (latest deployment %d)", r, latest())
+	}
+
+	r = s.cliWithStdin(tty{strings.NewReader("y\n")}, "deploy", dir)
+	if r.code != 0 || latest() != 2 {
+		t.Fatalf("answered y: %s (latest deployment %d)", r, latest())
+	}
+	z := newNormalizer()
+	golden(t, "deploy_removes_confirmed", z.replace(r.String()))
+
+	// Back to the example (which drops orders), then away again, each
+	// confirmed with --yes.
+	s.mustCLI("deploy", writeExample(t, nil), "--yes")
+	r = s.cli("deploy", dir, "--yes")
+	if r.code != 0 || !strings.Contains(r.stdout, "  removed refunds, review-refund (deployment 3 had them)\n") || latest() != 4 {
+		t.Fatalf("--yes: %s (latest deployment %d)", r, latest())
+	}
 }

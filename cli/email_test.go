@@ -277,7 +277,7 @@ func TestEmailQuorum(t *testing.T) {
 	cy, _ := s.member("Cy Ng", "approver", true)
 	di, _ := s.member("Di Wu", "approver", false)
 	s.mustCLI("groups", "create", "finance", "--member", "Ana Diaz", "--member", "Bo Li", "--member", "Di Wu", "--member", owner)
-	s.mustCLI("deploy", filepath.Join("..", "examples", "finance"))
+	s.mustCLI("deploy", filepath.Join("..", "examples", "finance"), "--yes")
 
 	out := s.mustCLI("run", "refunds", "--input", `{"orderId":"o-9","amount":900}`, "--end-user", "demo-user", "--json").stdout
 	run := s.waitRun(jsonField(t, out, "id"), func(r store.Run) bool { return r.Status == store.RunAwaitingApproval || r.Status.Terminal() })

@@ -57,7 +57,7 @@ func TestHostileHandlersOnSteadDev(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stead.json"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.must("deploy", dir)
+	e.must("deploy", dir, "--yes")
 
 	for _, c := range cases {
 		start := time.Now()
@@ -88,7 +88,7 @@ func TestHostileHandlersOnSteadDev(t *testing.T) {
 	}
 
 	// The example is still served: its read step runs, its write waits.
-	e.must("deploy", filepath.Join("..", "examples", "refunds"))
+	e.must("deploy", filepath.Join("..", "examples", "refunds"), "--yes")
 	r := e.must("run", "refunds", "--input", `{"orderId":"o-1001","reason":"damaged"}`, "--end-user", "demo-user", "--wait", "--json")
 	if st := jsonField(t, r.stdout, "status"); st != "awaiting-approval" {
 		t.Errorf("the example after the hostile runs is %s: %s", st, r)

@@ -27,11 +27,11 @@ func TestQuorumGolden(t *testing.T) {
 	}
 	ana, bo := add("Ana Diaz"), add("Bo Li")
 	dir := filepath.Join("..", "examples", "finance")
-	if r := s.cli("deploy", dir); r.code == 0 || !strings.Contains(r.stderr, `group "finance" does not exist in this project`) {
+	if r := s.cli("deploy", dir, "--yes"); r.code == 0 || !strings.Contains(r.stderr, `group "finance" does not exist in this project`) {
 		t.Fatalf("deploy before the group exists: %s", r)
 	}
 	s.mustCLI("groups", "create", "finance", "--member", "Ana Diaz", "--member", "Bo Li")
-	s.mustCLI("deploy", dir)
+	s.mustCLI("deploy", dir, "--yes")
 
 	start := func(amount string) store.Run {
 		r := s.mustCLI("run", "refunds", "--input", `{"orderId":"o-`+amount+`","amount":`+amount+`}`, "--end-user", "demo-user", "--json")

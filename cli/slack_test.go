@@ -408,7 +408,7 @@ func TestSlackRefusesEditedInput(t *testing.T) {
 	bo := slacktest.User{Team: slackTeam, ID: "U0BO", Name: "Bo Li"}
 	s.member("Bo Li", "approver", bo.ID)
 	s.mustCLI("groups", "create", "finance", "--member", "Ana Diaz", "--member", "Bo Li")
-	s.mustCLI("deploy", filepath.Join("..", "examples", "finance"))
+	s.mustCLI("deploy", filepath.Join("..", "examples", "finance"), "--yes")
 	r := s.mustCLI("run", "refunds", "--input", `{"orderId":"o-900","amount":900}`, "--end-user", "demo-user", "--json")
 	run := s.waitRun(jsonField(t, r.stdout, "id"), func(r store.Run) bool { return r.Status == store.RunAwaitingApproval || r.Status.Terminal() })
 	s.pass()

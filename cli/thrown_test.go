@@ -51,7 +51,7 @@ func writeFiles(t testing.TB, files map[string]string) string {
 func TestTraceShowsWhereTheHandlerThrew(t *testing.T) {
 	t.Parallel()
 	s := newTestStack(t)
-	s.mustCLI("deploy", writeFiles(t, thrownHandlers))
+	s.mustCLI("deploy", writeFiles(t, thrownHandlers), "--yes")
 	r := s.cli("run", "orders", "--input", `{"orderId":"o-9"}`, "--end-user", "demo-user", "--json")
 	id := jsonField(t, r.stdout, "id")
 	s.waitRun(id, terminal)
