@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"stead"
+	"stead/approvals"
 	"stead/store"
 )
 
@@ -518,43 +519,54 @@ func TestApproveEditedInput(t *testing.T) {
 	}
 }
 
-// TestRunFollow prints the trace live and stops at the approval with the
-// commands to run; after approval, cancel refuses a finished run.
+// TestRunFollow prints the trace live through the approval wait (saying
+// what to run) to the run's end; with --json, one line per event and the
+// run last; trace --follow follows a run already under way. After
+// approval, cancel refuses a finished run.
 func TestRunFollow(t *testing.T) {
 	t.Parallel()
 	s := newTestStack(t)
-	r := s.cli("run", "refunds", "--input", `{"orderId":"o-1001","reason":"damaged"}`, "--end-user", "demo-user", "--follow")
+	r := s.followDeciding([]string{"approve"}, "run", "refunds", "--input", `{"orderId":"o-1001","reason":"damaged"}`, "--end-user", "demo-user", "--follow")
 	if r.code != 0 {
 		t.Fatalf("run --follow: %s", r)
 	}
-	for _, want := range []string{"run.created", "step.completed", "listOrders: 3 orders for demo-user", "approval.requested", "waiting for approval apr_"} {
+	run := s.latestRun()
+	for _, want := range []string{"run.created", "step.completed", "listOrders: 3 orders for demo-user", "approval.requested",
+		"waiting for approval apr_", "(refundOrder): stead approve apr_", "approval.approved", "run.succeeded", "run " + run.ID + " succeeded"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("run --follow output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	run := s.latestRun()
-	want := waitingLine(run.ApprovalID, "refundOrder")
-	if !strings.Contains(r.stdout, want) {
-		t.Errorf("want %q in\n%s", want, r.stdout)
-	}
-	r = s.cli("run", "refunds", "--input", `{"orderId":"o-1002","reason":"damaged"}`, "--end-user", "demo-user", "--follow", "--json")
-	if r.code != 0 {
-		t.Fatalf("run --follow --json: %s", r)
+	r = s.followDeciding([]string{"deny", "--note", "no"}, "run", "refunds", "--input", `{"orderId":"o-1002","reason":"damaged"}`, "--end-user", "demo-user", "--follow", "--json")
+	if r.code != 1 {
+		t.Fatalf("run --follow --json of a denied run: %s", r)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if st := jsonField(t, lines[len(lines)-1], "status"); st != "awaiting-approval" {
+	if st := jsonField(t, lines[len(lines)-1], "status"); st != "failed" {
 		t.Errorf("last line status = %s", st)
 	}
-	jsonField(t, lines[0], "type")
+	for _, l := range lines[:len(lines)-1] {
+		jsonField(t, l, "type")
+		jsonField(t, l, "seq")
+	}
+	// trace --follow of a finished run prints it whole and ends.
+	tr := s.mustCLI("trace", run.ID, "--follow")
+	if !strings.Contains(tr.stdout, "run.created") || !strings.Contains(tr.stdout, "run.succeeded") {
+		t.Errorf("trace --follow of a finished run:\n%s", tr.stdout)
+	}
+	// trace --follow of a waiting run follows it to its end.
+	waiting := s.startAwaiting("o-1003")
+	r = s.deciding([]string{"approve"}, "trace --follow", nil, func() result { return s.cli("trace", waiting.ID, "--follow") })
+	if r.code != 0 || !strings.Contains(r.stdout, "approval.requested") || !strings.Contains(r.stdout, "run.succeeded") {
+		t.Errorf("trace --follow of a waiting run: %s", r)
+	}
 
-	s.mustCLI("approve", run.ApprovalID)
-	s.waitRun(run.ID, terminal)
 	r = s.cli("cancel", run.ID)
 	if r.code != 1 || !strings.Contains(r.stderr, "already succeeded") {
 		t.Errorf("cancel a finished run: %s", r)
 	}
-	second := s.latestRun()
-	r = s.mustCLI("cancel", second.ID)
+	pending := s.startAwaiting("o-1003")
+	r = s.mustCLI("cancel", pending.ID)
 	if !strings.Contains(r.stdout, "cancelled") {
 		t.Errorf("cancel: %s", r)
 	}
@@ -637,6 +649,68 @@ func TestExpiredBySweep(t *testing.T) {
 
 func t0ctx() context.Context { return context.Background() }
 
+// followDeciding runs a following command (run --follow, trace --follow)
+// and, while it follows, decides the approval its run asks for with
+// decision (["approve"], ["deny", "--note", "no"]) once it is pending.
+func (s *testStack) followDeciding(decision []string, args ...string) result {
+	s.t.Helper()
+	return s.deciding(decision, strings.Join(args, " "), s.pendingApprovals(), func() result { return s.cli(args...) })
+}
+
+// deciding is followDeciding for any command; the approval it decides is
+// the first pending one not in before.
+func (s *testStack) deciding(decision []string, what string, before map[string]bool, command func() result) result {
+	s.t.Helper()
+	done := make(chan result, 1)
+	go func() { done <- command() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if id := newestOf(s.pendingApprovals(), before); id != "" {
+			s.mustCLI(append([]string{decision[0], id}, decision[1:]...)...)
+			break
+		}
+		select {
+		case r := <-done:
+			s.t.Fatalf("%s ended before an approval was asked for: %s", what, r)
+		case <-time.After(50 * time.Millisecond): // poll interval, bounded by the deadline
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: no approval was asked for", what)
+		}
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(20 * time.Second):
+		s.t.Fatalf("%s did not end after the decision", what)
+		return result{}
+	}
+}
+
+// pendingApprovals are the ids of the project's pending approvals.
+func (s *testStack) pendingApprovals() map[string]bool {
+	s.t.Helper()
+	page, err := s.stack.Store.ListApprovals(t0ctx(), store.ApprovalFilter{ProjectID: s.project, Status: approvals.Pending, Limit: store.MaxLimit})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, a := range page.Items {
+		ids[a.ID] = true
+	}
+	return ids
+}
+
+// newestOf is an id of now not in before, "" when none.
+func newestOf(now, before map[string]bool) string {
+	for id := range now {
+		if !before[id] {
+			return id
+		}
+	}
+	return ""
+}
+
 // TestFollowResumes: when the event stream drops, run --follow reconnects
 // with Last-Event-ID and prints every event exactly once.
 func TestFollowResumes(t *testing.T) {
@@ -662,7 +736,9 @@ func TestFollowResumes(t *testing.T) {
 	}))
 	defer cut.Close()
 
-	r := s.run(cliEnv{EnvURL: cut.URL}, "run", "refunds", "--input", `{"orderId":"o-1001","reason":"damaged"}`, "--end-user", "demo-user", "--follow")
+	r := s.deciding([]string{"approve"}, "run --follow", s.pendingApprovals(), func() result {
+		return s.run(cliEnv{EnvURL: cut.URL}, "run", "refunds", "--input", `{"orderId":"o-1001","reason":"damaged"}`, "--end-user", "demo-user", "--follow")
+	})
 	if r.code != 0 {
 		t.Fatalf("run --follow: %s", r)
 	}

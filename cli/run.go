@@ -57,9 +57,11 @@ func (a *app) runCommand() *cobra.Command {
 
 --input is the run's input: JSON, or @file to read it from a file (@- reads
 standard input). --wait waits until the run ends or stops for an approval,
-with progress on standard error; --follow prints the trace live until then.
-When the run stops for an approval, the command says what to run next.
-Exit status 1 if the run failed or was cancelled.`,
+with progress on standard error, and says what to run next. --follow prints
+the trace live until the run ends, through its approval waits (decide them
+in another terminal, the console, mail or Slack); with --json, one JSON line
+per event, then one with the run as it ended. Exit status 1 if the run
+failed or was cancelled.`,
 		Example: `  stead run refunds --input '{"orderId":"o-1001","reason":"damaged"}' --end-user demo-user --wait`,
 		Args:    exactArgs("AGENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,7 +72,7 @@ Exit status 1 if the run failed or was cancelled.`,
 	f.StringVar(&o.input, "input", "{}", "run input: JSON, or @file (@- for standard input)")
 	f.StringVar(&o.endUser, "end-user", "", "the end user the run acts for (required)")
 	f.BoolVar(&o.wait, "wait", false, "wait until the run ends or awaits approval")
-	f.BoolVar(&o.follow, "follow", false, "print the run's trace live until it ends or awaits approval")
+	f.BoolVar(&o.follow, "follow", false, "print the run's trace live until it ends (through its approval waits)")
 	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "make the start repeatable: the same key and request return the same run")
 	return cmd
 }
@@ -210,11 +212,13 @@ func runExit(run api.Run) error {
 	return nil
 }
 
-// follow streams the run's trace until it ends or awaits approval,
-// resuming after the last event seen when the stream drops.
+// follow streams the run's trace until the run ends — through its
+// approval waits, saying at each what to run to decide it — resuming
+// after the last event seen when the stream drops. With --json it prints
+// NDJSON: one line per event, then one with the run as it ended.
 func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
 	if !a.jsonFlag {
-		fmt.Fprintf(a.stdout(), "run %s (%s, deployment %d, end user %s)\n", run.ID, run.Agent, run.Deployment, run.EndUserID)
+		fmt.Fprintf(a.stdout(), "run %s (%s, deployment %d, end user %s)\n", run.ID, agentLabel(run), run.Deployment, run.EndUserID)
 	}
 	tw := newTraceWriter(a.stdout(), a.now, a.jsonFlag)
 	var lastSeq int64
@@ -230,8 +234,9 @@ func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
 			return err
 		}
 		if err == nil {
-			// Where does the run stand? The server ends a stream only once
-			// the run is terminal; an approval request stops it here.
+			// The server ends a stream once the run is terminal and every
+			// event was sent; check, and carry on from the last event if
+			// it ended for another reason.
 			var cur api.Run
 			body, gerr := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", run.ID)}, &cur)
 			switch {
@@ -241,11 +246,7 @@ func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
 				err = gerr
 			case terminalStatus(cur.Status) && s.closed:
 				return a.followDone(cur, body)
-			case cur.Status == statusAwaitingApproval && cur.Approval != nil && cur.Approval.ID == s.approvalID:
-				return a.followDone(cur, body)
 			default:
-				// Approved meanwhile, or ended after the stream did:
-				// carry on from the last event.
 				failures = 0
 				continue
 			}
@@ -277,12 +278,10 @@ type streamState struct {
 	// closed: the server ended the stream (it does once the run is
 	// terminal and every event was sent).
 	closed bool
-	// approvalID is set when the stream was left at an approval request.
-	approvalID string
 }
 
 // streamOnce reads the run's event stream after lastSeq, printing each
-// event, until the server ends it, an approval is requested, or it fails.
+// event, until the server ends it or it fails.
 // An error answer is an *apiError; anything else a dropped stream.
 func (a *app) streamOnce(ctx context.Context, c *client, runID string, lastSeq int64, tw *traceWriter) (streamState, error) {
 	st := streamState{lastSeq: lastSeq}
@@ -321,9 +320,8 @@ func (a *app) streamOnce(ctx context.Context, c *client, runID string, lastSeq i
 			}
 			st.lastSeq = ev.Seq
 			tw.event(ev)
-			if ev.Type == "approval.requested" {
-				st.approvalID = dataString(ev.Data, "approvalId")
-				return st, nil
+			if ev.Type == "approval.requested" && !tw.json {
+				fmt.Fprintln(a.stdout(), waitingLine(dataString(ev.Data, "approvalId"), dataString(ev.Data, "tool")))
 			}
 		case strings.HasPrefix(line, "data:"):
 			if data.Len() > 0 {
@@ -462,15 +460,38 @@ func runDetail(r api.Run) string {
 // --- trace ---
 
 func (a *app) traceCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "trace RUN",
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "trace RUN [--follow]",
 		Short: "Show a run's trace: one line per event",
-		Long:  "Show a run's trace: time, event, step and a summary per line.\nWith --json: {\"run\": …, \"events\": [...]}.",
-		Args:  exactArgs("RUN"),
+		Long: `Show a run's trace: time, event, step and a summary per line.
+With --json: {"run": …, "events": [...]}.
+--follow prints the trace so far, then live until the run ends (through its
+approval waits); with --json, one JSON line per event, then one with the
+run as it ended. Exit status 1 if the run failed or was cancelled.`,
+		Args: exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if follow {
+				return a.traceFollow(cmd.Context(), args[0])
+			}
 			return a.trace(cmd.Context(), args[0])
 		},
 	}
+	cmd.Flags().BoolVar(&follow, "follow", false, "print the trace live until the run ends")
+	return cmd
+}
+
+// traceFollow is trace --follow.
+func (a *app) traceFollow(ctx context.Context, id string) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	var run api.Run
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id)}, &run); err != nil {
+		return err
+	}
+	return a.follow(ctx, c, run)
 }
 
 // agentLabel names what a run runs: its agent, or, for an MCP client's
