@@ -25,8 +25,24 @@ let browser;
 before(async () => { if (!missing) browser = await launchBrowser(); });
 after(async () => { if (browser) await browser.close(); });
 
-// card is the approval card of a run in the queue.
+// card is the approval card of a run (in the inbox's detail pane, or on
+// the approval's own page); row is its row in the inbox's list.
 const card = (page, runId) => page.locator(`article.approval[data-run-id="${runId}"]`);
+const row = (page, runId) => page.locator(`.inbox-row[data-run-id="${runId}"]`);
+
+// openCard opens a run's approval from the inbox's list into the detail
+// pane, as a click on its row does, and returns its card.
+async function openCard(page, runId) {
+  await row(page, runId).locator(".inbox-row__open").click();
+  const c = card(page, runId);
+  await c.waitFor();
+  return c;
+}
+
+// STAMP matches an absolute moment as the console writes it in en-US
+// ("Nov 29, 2026, 2:03:04 PM UTC"); STAMP_OPTIONS formats one (format.js).
+const STAMP = String.raw`[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d [AP]M \S+`;
+const STAMP_OPTIONS = { year: "numeric", month: "short", day: "numeric", hour: "numeric", minute: "2-digit", second: "2-digit", timeZoneName: "short" };
 
 // until polls fn until it returns a truthy value.
 async function until(what, fn) {
@@ -93,8 +109,8 @@ test("sign in; a run started with the CLI appears as a pending approval; approvi
 
   const run = await stead.startRefund("o-1001");
   assert.equal(run.status, "awaiting-approval");
-  const c = card(page, run.id);
-  await c.waitFor(); // the queue refreshes by itself
+  await row(page, run.id).waitFor(); // the queue refreshes by itself
+  const c = await openCard(page, run.id);
   await c.getByText("refundOrder requires approval").waitFor();
   await c.getByText('"orderId": "o-1001"').waitFor();
   await c.getByText("demo-user").waitFor();
@@ -137,7 +153,7 @@ test("deny with a note: the run fails approval-denied with the note, for the own
   const page = await openPage(t, browser);
   await signIn(page, stead);
   const run = await stead.startRefund("o-1002");
-  const c = card(page, run.id);
+  const c = await openCard(page, run.id);
   // The example's refunds agent shows deny notes to customers, and the
   // console says so where the note is written.
   await c.getByLabel("Note (optional, recorded in the trace; on a deny the customer sees it)").fill("Order was already replaced");
@@ -164,8 +180,7 @@ test("deny with a note: the run fails approval-denied with the note, for the own
   // gets the API's refusal in its own words, and nothing changes.
   await page.getByRole("link", { name: "Pending" }).click();
   const other = await stead.startRefund("o-1003");
-  const stale = card(page, other.id);
-  await stale.waitFor();
+  const stale = await openCard(page, other.id);
   await stead.cli("approve", other.approval.id);
   await stale.getByRole("button", { name: "Deny" }).click();
   await stale.getByRole("alert").getByText(/was already approved by owner \(key_\w+\) at .*; check the run trace instead of deciding again/).waitFor();
@@ -189,8 +204,7 @@ test("a 1s approval timeout: the approval shows as expired, and approving it sho
   const run = await stead.startRefund("o-1003");
   assert.equal(run.status, "awaiting-approval");
   await page.getByRole("button", { name: "Refresh" }).click();
-  const c = card(page, run.id);
-  await c.waitFor();
+  const c = await openCard(page, run.id);
   await c.locator(".badge", { hasText: "Expired" }).waitFor();
   await c.getByText("nobody decided in time").waitFor();
   // The sweeper expires it on the server too.
@@ -225,7 +239,7 @@ test("edit the input: a schema violation shows the tool's error and decides noth
   const page = await openPage(t, browser);
   await signIn(page, stead);
   const run = await stead.startRefund("o-1002", { reason: "late" });
-  const c = card(page, run.id);
+  const c = await openCard(page, run.id);
   await c.getByRole("button", { name: "Edit input" }).click();
   const editor = c.getByLabel("Input for refundOrder (JSON)");
   const approveEdited = c.getByRole("button", { name: "Approve with this input" });
@@ -235,7 +249,16 @@ test("edit the input: a schema violation shows the tool's error and decides noth
   await c.getByText(/^Not valid JSON/).waitFor();
   assert.equal(await approveEdited.isDisabled(), true);
 
-  // Valid JSON, but not what the tool accepts: the API's words, nothing decided.
+  // Valid JSON, but not what the tool accepts: said as it is typed (the
+  // API's check of an edit), and on approve the API's words, nothing decided.
+  await editor.fill('{"orderId": 1002, "reason": "late"}');
+  await c.locator(".syntax.bad").getByText(/^Does not match the tool's input schema: .*orderId.*must be a string/).waitFor();
+  assert.equal(await editor.getAttribute("aria-invalid"), "true");
+  await editor.fill('{"orderId": "o-1002", "reason": "late", "extra": 1}');
+  await c.locator(".syntax.bad").getByText(/^Does not match the tool's input schema: .*extra/).waitFor();
+  await editor.fill('{"orderId": "o-1002"}');
+  await c.locator(".syntax.ok").getByText("Matches the input schema of refundOrder.").waitFor();
+  assert.equal((await stead.api("GET", `/v1/approvals/${run.approval.id}`)).status, "pending", "a check decided");
   await editor.fill('{"orderId": 1002, "reason": "late"}');
   await approveEdited.click();
   const problem = c.locator(".editor").getByRole("alert");
@@ -267,12 +290,12 @@ test("bulk approve of three, with every call's input shown before confirming", o
   await signIn(page, stead);
   const runs = [];
   for (const id of ["o-1001", "o-1002", "o-1003"]) runs.push(await stead.startRefund(id, { reason: "bulk " + id }));
-  for (const r of runs) await card(page, r.id).waitFor();
+  for (const r of runs) await row(page, r.id).waitFor();
   for (const r of runs) await page.getByLabel(`Select refundOrder for run ${r.id}`).check();
   // Editing a card's input takes it out of the bulk selection (bulk approval
   // would run the original input, not the edit on screen), until the edit
   // is cancelled.
-  const first = card(page, runs[0].id);
+  const first = await openCard(page, runs[0].id);
   const firstCheck = page.getByLabel(`Select refundOrder for run ${runs[0].id}`);
   await first.getByRole("button", { name: "Edit input" }).click();
   await page.getByRole("button", { name: "Approve selected (2)" }).waitFor();
@@ -293,7 +316,7 @@ test("bulk approve of three, with every call's input shown before confirming", o
   await dialog.getByRole("button", { name: "Approve 3 calls" }).click();
   await dialog.getByText("3 of 3 approved.").waitFor();
   await dialog.getByRole("button", { name: "Close" }).click();
-  for (const r of runs) await card(page, r.id).locator('.result [data-status="succeeded"]').waitFor();
+  for (const r of runs) await (await openCard(page, r.id)).locator('.result [data-status="succeeded"]').waitFor();
   for (const r of runs) assert.equal(await runStatus(stead, r.id), "succeeded");
   await screenshot(page, "15-bulk-approved");
 });
@@ -366,7 +389,7 @@ test("deployments: versions, digests, agents and their tools' posture", opts, as
   const row = page.locator('.agent[data-agent="refunds"] tr[data-tool="refundOrder"]');
   await row.getByText("write").waitFor();
   await row.getByText("requires approval").waitFor();
-  await row.getByText("2m0s").waitFor();
+  await row.getByText("2 min", { exact: true }).waitFor();
   await page.locator('.agent[data-agent="review-refund"] tr[data-tool="fetchReviews"]').getByText("external").waitFor();
   await screenshot(page, "21-deployments");
 });
@@ -413,7 +436,7 @@ test("an approver member: the console shows only approvals, and names them when 
   await page.getByText("Ana Diaz, approver key").waitFor();
   assert.equal(await page.getByRole("link", { name: "Runs", exact: true }).isVisible(), false, "an approver sees the runs section");
   assert.equal(await page.getByRole("link", { name: "Deployments", exact: true }).isVisible(), false, "an approver sees the deployments section");
-  const c = card(page, run.id);
+  const c = await openCard(page, run.id);
   await c.getByRole("button", { name: "Approve", exact: true }).click();
   await c.locator(".badge", { hasText: "Approved" }).waitFor();
   await c.locator('.result [data-status="succeeded"]').waitFor();
@@ -433,14 +456,14 @@ test("quorum: two of finance approve; after the first vote the run still waits, 
   // The owner is not in finance: told so, and offered nothing to click.
   const owner = await openPage(t, browser);
   await signIn(owner, stead);
-  const oc = card(owner, run.id);
+  const oc = await openCard(owner, run.id);
   await oc.getByText("You are not among the approvers of this approval").waitFor();
   assert.equal(await oc.getByRole("button", { name: "Approve", exact: true }).isDisabled(), true);
   assert.equal(await oc.getByRole("button", { name: "Deny" }).isDisabled(), true);
 
   const first = await openPage(t, browser);
   await signIn(first, { ...stead, key: ana.key });
-  const c = card(first, run.id);
+  const c = await openCard(first, run.id);
   await c.locator('.chip[data-group="finance"]').getByText("0/2 finance").waitFor();
   await c.locator(".quorum__text").getByText(/^0 of 2 from finance — waiting on (Ana Diaz, Bo Li|Bo Li, Ana Diaz)$/).waitFor();
   await c.getByRole("button", { name: "Approve", exact: true }).click();
@@ -460,12 +483,12 @@ test("quorum: two of finance approve; after the first vote the run still waits, 
   await d.locator('.req[data-group="finance"] .req__counted').getByText("Ana Diaz").waitFor();
   await d.locator('.req[data-group="finance"] .req__counted').getByText("(you)").waitFor();
   await d.locator('.req[data-group="finance"] .req__waiting').getByText("Bo Li").waitFor();
-  await d.locator(`.votes li[data-member="${ana.id}"]`).getByText(/approved \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/).waitFor();
+  await d.locator(`.votes li[data-member="${ana.id}"]`).getByText(new RegExp(`approved ${STAMP}`)).waitFor();
   await screenshot(first, "29-quorum-detail");
 
   const second = await openPage(t, browser);
   await signIn(second, { ...stead, key: bo.key });
-  const c2 = card(second, run.id);
+  const c2 = await openCard(second, run.id);
   await c2.locator(".quorum__text").getByText("1 of 2 from finance — waiting on Bo Li", { exact: true }).waitFor();
   await c2.getByRole("button", { name: "Approve", exact: true }).click();
   await c2.locator(".badge", { hasText: "Approved" }).waitFor();
@@ -496,7 +519,7 @@ test("a vote lands only on the input shown: an edit by another approver is shown
   const page = await openPage(t, browser);
   const held = await holdQueue(page);
   await signIn(page, { ...stead, key: ana.key });
-  const c = card(page, run.id);
+  const c = await openCard(page, run.id);
   await c.getByText('"reason": "late"').waitFor();
   const edit = await asKey(stead, bo.key, "POST", `/v1/approvals/${run.approval.id}/approve`,
     { input: { orderId: "o-1002", reason: "edited by Bo" }, inputDigest: shown.inputDigest });
@@ -521,7 +544,7 @@ test("a vote lands only on the input shown: an edit by another approver is shown
   const other = await openPage(t, browser);
   const heldOther = await holdQueue(other);
   await signIn(other, { ...stead, key: ana.key });
-  const oc = card(other, run.id);
+  const oc = await openCard(other, run.id);
   await oc.getByText('"reason": "edited by Bo"').waitFor();
   await c.getByRole("button", { name: "Approve", exact: true }).click();
   await c.getByText("Your vote is counted; waiting on Cy Ng.").waitFor();
@@ -549,7 +572,7 @@ test("a requirement that cannot be met says so, and can be denied", opts, async 
   const run = await stead.startRefund("o-1003");
   const page = await openPage(t, browser);
   await signIn(page, { ...stead, key: ana.key });
-  const c = card(page, run.id);
+  const c = await openCard(page, run.id);
   await c.locator('.chip[data-quorum="short"]').getByText("0/2 legal").waitFor();
   await c.locator(".quorum__short").getByText("cannot be met: only 1 eligible — deny it or let it expire.").waitFor();
   await screenshot(page, "33-quorum-short");
@@ -674,7 +697,7 @@ test("remembered decisions: approve and allow again for 1h, the end user's next 
   // The example as shipped does not opt in: the refusal names the setting,
   // in the form's own alert, and decides nothing.
   const plain = await stead.startRefund("o-1001", { endUser: "demo-user" });
-  const c0 = card(page, plain.id);
+  const c0 = await openCard(page, plain.id);
   await c0.getByRole("button", { name: "Approve and allow again for…" }).click();
   const form0 = c0.getByRole("group", { name: "Approve refundOrder and allow it again" });
   await form0.getByRole("button", { name: "Approve and allow again", exact: true }).click();
@@ -690,7 +713,7 @@ test("remembered decisions: approve and allow again for 1h, the end user's next 
   // Approve the first run's refund and allow it again for an hour.
   const first = await stead.startRefund("o-1001", { endUser: "demo-user" });
   assert.equal(first.status, "awaiting-approval");
-  const c = card(page, first.id);
+  const c = await openCard(page, first.id);
   const open = c.getByRole("button", { name: "Approve and allow again for…" });
   await open.click();
   assert.equal(await open.getAttribute("aria-expanded"), "true");
@@ -703,7 +726,7 @@ test("remembered decisions: approve and allow again for 1h, the end user's next 
   await form.getByRole("button", { name: "Approve and allow again", exact: true }).click();
   await c.locator(".badge", { hasText: "Approved" }).waitFor();
   const note = c.locator(".remembered");
-  await note.getByText(/^Remembered: refundOrder for demo-user is allowed without asking until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in (1 hour|5\d minutes)\) \(revoke\)$/).waitFor();
+  await note.getByText(new RegExp(`^Remembered: refundOrder for demo-user is allowed without asking until ${STAMP} \\(in (1 hour|5\\d minutes)\\) \\(revoke\\)$`)).waitFor();
   const ruleId = await note.getAttribute("data-rule-id");
   assert.match(ruleId, /^rul_/);
   await c.locator('.result [data-status="succeeded"]').waitFor();
@@ -1002,7 +1025,7 @@ test("webhooks: the owner adds an endpoint (its secret shown once and copied), a
   await stead.api("PATCH", `/v1/webhooks/${id}`, { enabled: false });
   const detail = page.locator(`article.webhook[data-webhook-id="${id}"]`);
   await page.locator(`article.webhook[data-webhook-id="${id}"][data-state="disabled"]`).waitFor();
-  await detail.locator(".webhook__disabled").getByText(/^Disabled \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ seconds ago)\): disabled by .*key_\w+.*\.$/).waitFor();
+  await detail.locator(".webhook__disabled").getByText(new RegExp(`^Disabled ${STAMP} \\((just now|\\d+ seconds ago)\\): disabled by .*key_\\w+.*\\.$`)).waitFor();
   assert.equal(await detail.locator(".badge").textContent(), "disabled");
   const reqAgain = page.locator(`li.delivery[data-delivery-id="${requested.id}"]`);
   await reqAgain.getByRole("button", { name: "Retry" }).click();
@@ -1020,14 +1043,11 @@ test("webhooks: the owner adds an endpoint (its secret shown once and copied), a
   const rotated = await detail.getByLabel(`New signing secret of ${id} — shown this once`).inputValue();
   assert.match(rotated, /^whsec_/);
   assert.notEqual(rotated, secret);
-  await detail.locator(".webhook__previous").getByText(/^signs beside the current one until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in (24|23) hours\)$/).waitFor();
+  await detail.locator(".webhook__previous").getByText(new RegExp(`^signs beside the current one until ${STAMP} \\(in (24|23) hours\\)$`)).waitFor();
   const after = await stead.api("GET", `/v1/webhooks/${id}`);
   const overlap = new Date(after.previousSecretUntil) - Date.now();
   assert.ok(overlap > 23.9 * 3600_000 && overlap <= 24 * 3600_000, "previousSecretUntil is not a day away: " + after.previousSecretUntil);
-  assert.equal(await detail.locator(".webhook__previous").textContent(), `signs beside the current one until ${await page.evaluate((iso) => {
-    const d = new Date(iso), p = (n) => String(n).padStart(2, "0");
-    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-  }, after.previousSecretUntil)} (in 24 hours)`);
+  assert.equal(await detail.locator(".webhook__previous").textContent(), `signs beside the current one until ${await page.evaluate(([iso, o]) => new Intl.DateTimeFormat(undefined, o).format(new Date(iso)), [after.previousSecretUntil, STAMP_OPTIONS])} (in 24 hours)`);
   await detail.getByRole("button", { name: `Ping ${rx.url}` }).click();
   await detail.locator(".webhook__ping").getByText(/^Ping delivered: 200 OK in \d+ ms/).waitFor();
   const last = rx.received.at(-1);

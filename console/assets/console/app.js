@@ -15,6 +15,10 @@ import { groupsView } from "./groups.js";
 import { rulesView, ruleView } from "./rules.js";
 import { webhooksView, webhookView } from "./webhooks.js";
 import { SECTIONS } from "./access.js";
+import { applyTheme, themeToggle } from "./theme.js";
+
+applyTheme();
+themeToggle(document.getElementById("theme-toggle"));
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");

@@ -2,9 +2,10 @@
 // allow again for a while, deny, edit the input, bulk approve, quorum
 // progress and votes), the decided and expired tabs, and one approval.
 
-import { h, replace, alertBox, showError, showMessage } from "./dom.js";
-import { get, post, enc } from "./api.js";
-import { ago, stamp, countdown, pretty, who } from "./format.js";
+import { h, replace, alertBox, showError, showMessage, idText } from "./dom.js";
+import { get, post, enc, call } from "./api.js";
+import { ago, stamp, when, offset, countdown, pretty, who } from "./format.js";
+import { eventTitle } from "./trace.js";
 import { hasQuorum, chips, isEligible, hasVoted, voteNoteText, progressLine, detail as quorumDetail } from "./quorum.js";
 import { rememberable, rememberForm, rememberedNote, isRememberError } from "./remember.js";
 
@@ -67,36 +68,124 @@ export function approvalView(ctx, id) {
   };
 }
 
-// pendingQueue: the live queue with bulk approval.
+// AGES are the age filter's choices: how long an approval has waited.
+const AGES = [
+  { id: "", label: "Any age", test: () => true },
+  { id: "new", label: "Requested in the last 5 minutes", test: (ms) => ms < 5 * 60_000 },
+  { id: "5m", label: "Waiting over 5 minutes", test: (ms) => ms >= 5 * 60_000 },
+  { id: "1h", label: "Waiting over 1 hour", test: (ms) => ms >= 3600_000 },
+];
+
+// pendingQueue: the inbox. A compact list (one row per approval) with
+// filters, and a detail pane with the current approval's card and history;
+// keyboard: j/k move, a approve, d deny, e edit, x select; bulk approval
+// of the selected rows.
 function pendingQueue(ctx, body) {
   const order = ctx.query.get("order") === "expiring" ? "expiring" : "newest";
+  const filters = { agent: ctx.query.get("agent") || "", tool: ctx.query.get("tool") || "", age: AGES.some((x) => x.id === ctx.query.get("age")) ? ctx.query.get("age") : "" };
   const err = alertBox();
-  const orderSelect = h("select", { id: "order", on: { change: () => ctx.navigate(orderSelect.value === "expiring" ? "#/approvals?order=expiring" : "#/approvals", { replace: true }) } },
+  const orderSelect = h("select", { id: "order", on: { change: () => ctx.navigate(hashWith({ order: orderSelect.value === "expiring" ? "expiring" : "" }), { replace: true }) } },
     h("option", { value: "newest", text: "Newest first" }),
     h("option", { value: "expiring", text: "Soonest to expire first" }));
   orderSelect.value = order;
+  const agentSelect = h("select", { id: "filter-agent", on: { change: () => setFilter("agent", agentSelect.value) } }, h("option", { value: "", text: "All agents" }));
+  const toolSelect = h("select", { id: "filter-tool", on: { change: () => setFilter("tool", toolSelect.value) } }, h("option", { value: "", text: "All tools" }));
+  const ageSelect = h("select", { id: "filter-age", on: { change: () => setFilter("age", ageSelect.value) } }, AGES.map((x) => h("option", { value: x.id, text: x.label })));
+  ageSelect.value = filters.age;
   const selectAll = h("input", { type: "checkbox", id: "select-all", on: { change: onSelectAll } });
   const bulkButton = h("button", { type: "button", class: "btn btn--primary", disabled: true, on: { click: openBulk } });
   const refreshButton = h("button", { type: "button", class: "btn", text: "Refresh", on: { click: () => refresh() } });
   const updated = h("span", { class: "muted small", attrs: { "aria-live": "off" } });
-  const list = h("div", { class: "cards", attrs: { "aria-live": "polite", "aria-relevant": "additions" } });
+  const list = h("ul", { class: "inbox__list", id: "inbox-list", attrs: { "aria-label": "Pending approvals", "aria-live": "polite", "aria-relevant": "additions" } });
+  const shownCount = h("p", { class: "small muted inbox__count", attrs: { "aria-live": "polite" } });
+  const detail = h("section", { class: "inbox__detail", id: "inbox-detail", attrs: { tabindex: -1, "aria-label": "Selected approval" } });
   const empty = h("div", { class: "empty", hidden: true },
     h("p", { class: "empty__title", text: "No approvals are waiting." }),
     h("p", {}, "When a run reaches a tool that needs a person's approval, it shows up here. Try ",
       h("code", { text: "stead run refunds --input '{\"orderId\":\"o-1001\",\"reason\":\"damaged\"}' --end-user demo-user" }), "."));
+  const noMatch = h("div", { class: "empty", hidden: true }, h("p", { class: "empty__title", text: "No pending approval matches these filters." }));
   const dialog = h("dialog", { class: "bulk", attrs: { "aria-labelledby": "bulk-title" } });
+  const keys = h("p", { class: "keys small muted", id: "inbox-keys" }, "Keys: ",
+    [["j", "k", "next, previous"], ["a", "approve"], ["d", "deny"], ["e", "edit the input"], ["x", "select for bulk approval"]].map((k, i) => [
+      i ? " · " : null, ...k.slice(0, -1).flatMap((key, j) => [j ? "/" : null, h("kbd", { text: key })]), " ", k.at(-1)]));
 
   replace(body,
+    h("form", { class: "toolbar", attrs: { "aria-label": "Filter approvals" }, on: { submit: (e) => e.preventDefault() } },
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-agent", text: "Agent" }), agentSelect),
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-tool", text: "Tool" }), toolSelect),
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-age", text: "Age" }), ageSelect),
+      h("span", { class: "field field--inline" }, h("label", { for: "order", text: "Order" }), orderSelect)),
     h("div", { class: "toolbar" },
-      h("span", { class: "field field--inline" }, h("label", { for: "order", text: "Order" }), orderSelect),
       h("span", { class: "check" }, selectAll, h("label", { for: "select-all", text: "Select all" })),
       bulkButton, refreshButton, updated),
-    err, list, empty, dialog);
+    keys, err, empty,
+    h("div", { class: "inbox" },
+      h("div", { class: "inbox__pane" }, shownCount, list, noMatch),
+      detail),
+    dialog);
 
-  const cards = new Map(); // approval id → card
+  const cards = new Map(); // approval id → card (with .row, its list row)
   const selected = new Set();
   const live = liveRuns();
-  let stopped = false, inflight = false;
+  let stopped = false, inflight = false, current = null; // current: the card in the detail pane
+
+  function hashWith(change) {
+    const q = new URLSearchParams();
+    const next = { order: order === "expiring" ? "expiring" : "", ...filters, ...change };
+    for (const k of ["order", "agent", "tool", "age"]) if (next[k]) q.set(k, next[k]);
+    const s = q.toString();
+    return "#/approvals" + (s ? "?" + s : "");
+  }
+
+  // setFilter applies a filter at once, keeping the address in step
+  // without reloading the view.
+  function setFilter(k, v) {
+    filters[k] = v;
+    history.replaceState(null, "", hashWith({}));
+    applyFilters();
+  }
+
+  function matches(c) {
+    const a = c.approval;
+    if (filters.agent && a.agent !== filters.agent) return false;
+    if (filters.tool && a.tool !== filters.tool) return false;
+    const age = AGES.find((x) => x.id === filters.age) || AGES[0];
+    return age.test(Date.now() - new Date(a.requestedAt).getTime());
+  }
+
+  function visibleCards() {
+    return [...list.children].map((li) => cards.get(li.dataset.approvalId)).filter((c) => c && !c.row.hidden);
+  }
+
+  function applyFilters() {
+    for (const c of cards.values()) {
+      c.row.hidden = !matches(c);
+      if (c.row.hidden && selected.has(c.id)) {
+        c.setSelected(false);
+        selected.delete(c.id);
+      }
+    }
+    const shown = visibleCards();
+    noMatch.hidden = cards.size === 0 || shown.length > 0;
+    shownCount.textContent = cards.size === 0 ? "" : shown.length === cards.size
+      ? `${cards.size} ${cards.size === 1 ? "approval" : "approvals"}`
+      : `${shown.length} of ${cards.size} approvals match the filters`;
+    if ((!current || current.row.hidden) && shown.length) show(shown[0], { focus: false });
+    if (shown.length === 0 && current) show(null);
+    updateBulk();
+  }
+
+  // options adds the agents and tools seen to the filters' choices.
+  function options(select, values, chosen) {
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const v of [...values, chosen].filter(Boolean).sort()) {
+      if (!have.has(v)) {
+        select.append(h("option", { value: v, text: v }));
+        have.add(v);
+      }
+    }
+    select.value = chosen;
+  }
 
   function updateBulk() {
     for (const id of selected) {
@@ -108,7 +197,7 @@ function pendingQueue(ctx, body) {
     // A card whose input is being edited is decided on its own: bulk
     // approval would run the original input, not the edit on screen. Nor
     // does it take approvals the member may not vote on, or has voted on.
-    const selectable = [...cards.values()].filter((c) => c.selectable());
+    const selectable = visibleCards().filter((c) => c.selectable());
     selectAll.checked = selectable.length > 0 && selectable.every((c) => selected.has(c.id));
     selectAll.disabled = selectable.length === 0;
   }
@@ -116,15 +205,72 @@ function pendingQueue(ctx, body) {
   function onSelect(id, on) {
     if (on) selected.add(id);
     else selected.delete(id);
+    const c = cards.get(id);
+    if (c) c.row.classList.toggle("inbox-row--selected", on);
     updateBulk();
   }
 
   function onSelectAll() {
-    for (const c of cards.values()) {
+    for (const c of visibleCards()) {
       if (!c.selectable()) continue;
       c.setSelected(selectAll.checked);
       onSelect(c.id, selectAll.checked);
     }
+  }
+
+  // show puts a card in the detail pane and marks its row current.
+  function show(c, { focus = false, scroll = false } = {}) {
+    if (current) current.row.removeAttribute("aria-current");
+    current = c;
+    if (!c) {
+      replace(detail, h("p", { class: "muted", text: "Choose an approval to see its input, reason and history." }));
+      return;
+    }
+    c.row.setAttribute("aria-current", "true");
+    replace(detail, c.el, c.history.el);
+    c.history.load();
+    if (focus) c.row.querySelector(".inbox-row__open").focus();
+    if (scroll && matchMedia("(max-width: 800px)").matches) detail.scrollIntoView({ block: "start" });
+  }
+
+  function move(step) {
+    const shown = visibleCards();
+    if (shown.length === 0) return;
+    let i = shown.indexOf(current);
+    i = i < 0 ? 0 : Math.min(shown.length - 1, Math.max(0, i + step));
+    show(shown[i], { focus: true });
+  }
+
+  function rowFor(c) {
+    const a = c.approval;
+    const open = h("button", { type: "button", class: "inbox-row__open", attrs: { "aria-controls": "inbox-detail" } });
+    const li = h("li", { class: "inbox-row", data: { approvalId: c.id, runId: a.runId, status: "pending" } },
+      c.check ? h("span", { class: "inbox-row__check" }, c.check, h("label", { for: c.check.id, class: "sr-only", text: `Select ${a.tool} for run ${a.runId}` })) : null,
+      open);
+    open.addEventListener("click", () => show(c, { scroll: true }));
+    li.addEventListener("click", (ev) => { if (ev.target === li) show(c, { scroll: true }); });
+    return li;
+  }
+
+  // paintRow writes a row from its card: tool, agent, end user, age,
+  // expires-in (or what became of it), quorum progress.
+  function paintRow(c) {
+    const a = c.approval;
+    const st = c.status();
+    c.row.dataset.status = st;
+    c.row.classList.toggle("inbox-row--stale", c.stale());
+    const left = new Date(a.expiresAt).getTime() - Date.now();
+    const fate = st === "pending"
+      ? (left > 0 ? h("span", { class: "inbox-row__expires" + (left < 60_000 ? " countdown--soon" : ""), title: stamp(a.expiresAt) }, h("span", { class: "sr-only", text: "expires " }), "in " + countdown(left))
+        : h("span", { class: "badge badge--expired", text: "expired" }))
+      : h("span", { class: `badge badge--${st}`, text: st });
+    replace(c.row.querySelector(".inbox-row__open"),
+      h("span", { class: "inbox-row__tool", text: a.tool }),
+      h("span", { class: "inbox-row__agent" }, h("span", { class: "sr-only", text: "agent " }), a.agent),
+      h("span", { class: "inbox-row__user" }, h("span", { class: "sr-only", text: "end user " }), a.endUserId),
+      h("span", { class: "inbox-row__age", title: stamp(a.requestedAt) }, h("span", { class: "sr-only", text: "requested " }), ago(a.requestedAt)),
+      h("span", { class: "inbox-row__fate" }, fate),
+      hasQuorum(a) ? h("span", { class: "inbox-row__quorum" }, chips(a)) : h("span", { class: "inbox-row__quorum muted", attrs: { "aria-hidden": "true" }, text: "" }));
   }
 
   async function refresh() {
@@ -139,22 +285,31 @@ function pendingQueue(ctx, body) {
       for (const a of page.approvals) {
         let c = cards.get(a.id);
         if (!c) {
-          c = pendingCard(a, { me: ctx.me, live, selectable: true, onSelect, onDecided: updateBulk });
+          c = pendingCard(a, { me: ctx.me, live, selectable: true, onSelect, onDecided: () => { updateBulk(); paintRow(c); } });
+          c.row = rowFor(c);
+          c.history = historyPane(a, ctx.me);
           cards.set(a.id, c);
         } else {
           c.update(a); // new votes, or an input another approver edited
         }
         c.setStale(false);
-        desired.push(c.el);
+        paintRow(c);
+        desired.push(c.row);
       }
-      // A card that left the queue stays where it is, marked, until
+      // A row that left the queue stays where it is, marked, until
       // dismissed: nothing moves under the reader's pointer, and a decision
       // tried on it gets the API's own answer.
-      for (const c of cards.values()) if (!ids.has(c.id) && c.pending()) c.setStale(true);
+      for (const c of cards.values()) {
+        if (!ids.has(c.id) && c.pending()) c.setStale(true);
+        paintRow(c);
+      }
       placeInOrder(list, desired);
-      empty.hidden = list.children.length > 0;
-      updated.textContent = "Updated " + new Date().toLocaleTimeString("en");
-      updateBulk();
+      const all = [...cards.values()].map((c) => c.approval);
+      options(agentSelect, all.map((a) => a.agent), filters.agent);
+      options(toolSelect, all.map((a) => a.tool), filters.tool);
+      empty.hidden = cards.size > 0;
+      updated.textContent = "Updated " + stamp(new Date().toISOString());
+      applyFilters();
     } catch (e) {
       if (!stopped) showError(err, e);
     } finally {
@@ -163,15 +318,42 @@ function pendingQueue(ctx, body) {
   }
 
   // Removing a dismissed card.
-  list.addEventListener("approval-dismiss", (ev) => {
+  detail.addEventListener("approval-dismiss", (ev) => {
     const c = cards.get(ev.detail);
     if (!c) return;
-    c.el.remove();
+    const shown = visibleCards();
+    const next = shown[shown.indexOf(c) + 1] || shown[shown.indexOf(c) - 1] || null;
+    c.row.remove();
     cards.delete(c.id);
     selected.delete(c.id);
-    empty.hidden = list.children.length > 0;
-    updateBulk();
+    empty.hidden = cards.size > 0;
+    show(next);
+    applyFilters();
   });
+
+  // The keyboard: only when no field, dialog or modifier is in play.
+  function onKey(ev) {
+    if (ev.defaultPrevented || ev.altKey || ev.ctrlKey || ev.metaKey || dialog.open) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    const c = current;
+    switch (ev.key) {
+      case "j": move(1); break;
+      case "k": move(-1); break;
+      case "a": if (c) c.keyDecide(true); break;
+      case "d": if (c) c.keyDecide(false); break;
+      case "e": if (c) c.keyEdit(); break;
+      case "x":
+        if (c && c.check && !c.check.disabled) {
+          c.check.checked = !c.check.checked;
+          onSelect(c.id, c.check.checked);
+        }
+        break;
+      default: return;
+    }
+    ev.preventDefault();
+  }
+  document.addEventListener("keydown", onKey);
 
   function openBulk() {
     const chosen = [...selected].map((id) => cards.get(id)).filter((c) => c && c.selectable());
@@ -194,7 +376,7 @@ function pendingQueue(ctx, body) {
         results.set(a.id, res);
         return h("li", { class: "bulk__item", data: { approvalId: a.id } },
           h("p", { class: "bulk__title" }, h("strong", { text: a.tool }), " · ", a.agent, " · end user ", h("span", { text: a.endUserId })),
-          h("p", { class: "small" }, "Run ", h("code", { text: a.runId }), " · ", a.reason),
+          h("p", { class: "small" }, "Run ", h("code", { class: "nowrap", text: a.runId }), " · ", a.reason, " · requested ", ago(a.requestedAt)),
           hasQuorum(a) ? h("p", { class: "small" }, "Approvers: ", a.progress) : null,
           h("pre", { class: "json", text: pretty(a.input), attrs: { tabindex: 0, "aria-label": `Input of ${a.tool} for run ${a.runId}` } }),
           res);
@@ -219,8 +401,10 @@ function pendingQueue(ctx, body) {
         } else {
           showError(res, out.error);
         }
+        paintRow(c);
       }
       selected.clear();
+      for (const c of cards.values()) c.row.classList.remove("inbox-row--selected");
       updateBulk();
       showMessage(summary, ok + votes === chosen.length ? "ok" : "error",
         `${ok} of ${chosen.length} approved.` + (votes ? ` ${votes} counted as your vote, still waiting on other approvers.` : ""));
@@ -233,16 +417,51 @@ function pendingQueue(ctx, body) {
     confirm.focus();
   }
 
+  show(null);
   updateBulk();
   refresh();
   const poll = setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
-  const ticker = setInterval(() => { for (const c of cards.values()) c.tick(); }, 1000);
+  const ticker = setInterval(() => {
+    for (const c of cards.values()) {
+      c.tick();
+      paintRow(c);
+    }
+  }, 1000);
   return () => {
     stopped = true;
     clearInterval(poll);
     clearInterval(ticker);
+    document.removeEventListener("keydown", onKey);
     live.stop();
     if (dialog.open) dialog.close();
+  };
+}
+
+// historyPane is an approval's history: its run's trace so far (the run
+// started, the steps before it, the request, votes and edits), loaded when
+// shown and again on each load().
+function historyPane(a, me) {
+  const list = h("ol", { class: "history" });
+  const box = h("section", { class: "history-box", attrs: { "aria-label": `History of run ${a.runId}` } },
+    h("h3", {}, "History of run ", idText(a.runId, { link: `#/runs/${enc(a.runId)}` })), list);
+  let loading = false;
+  return {
+    el: box,
+    async load() {
+      if (loading) return;
+      loading = true;
+      try {
+        const page = await get(`/v1/runs/${enc(a.runId)}/events`, { limit: 200 });
+        const start = page.events.length ? page.events[0].at : a.requestedAt;
+        replace(list, page.events.filter((ev) => ev.type !== "log").map((ev) => h("li", { class: "history__item", data: { type: ev.type } },
+          h("time", { class: "history__at mono small", attrs: { datetime: ev.at }, title: stamp(ev.at), text: offset(ev.at, start) }), " ",
+          h("span", { text: eventTitle(ev, me) || ev.type }))));
+      } catch (e) {
+        replace(list, h("li", { class: "muted small", text: `The history could not be read: ${e.message}` }));
+      } finally {
+        loading = false;
+      }
+    },
   };
 }
 
@@ -267,7 +486,7 @@ function facts(rows) {
 }
 
 function runLink(id) {
-  return h("a", { href: `#/runs/${enc(id)}`, class: "mono", text: id });
+  return idText(id, { link: `#/runs/${enc(id)}` });
 }
 
 function timeEl(iso, text) {
@@ -379,7 +598,6 @@ function pendingCard(initial, opts) {
 
   const el = h("article", { class: "card approval", data: { approvalId: id, runId: a.runId, status: "pending" }, attrs: { "aria-labelledby": `title-${id}` } },
     h("div", { class: "card__head" },
-      check ? h("span", { class: "check" }, check, h("label", { for: `select-${id}`, class: "sr-only", text: `Select ${a.tool} for run ${a.runId}` })) : null,
       h("h2", { class: "card__title", id: `title-${id}`, text: a.tool }),
       badge, chipsEl, timer),
     facts([
@@ -388,9 +606,9 @@ function pendingCard(initial, opts) {
       ["Run", runLink(a.runId)],
       ["Step", a.stepId],
       ["Reason", a.reason],
-      ["Requested", timeEl(a.requestedAt, ago(a.requestedAt))],
-      ["Expires", timeEl(a.expiresAt)],
-      ["Approval", opts.detail ? h("span", { class: "mono", text: id }) : h("a", { href: `#/approvals/${enc(id)}`, class: "mono", text: id })],
+      ["Requested", timeEl(a.requestedAt, when(a.requestedAt))],
+      ["Expires", timeEl(a.expiresAt, when(a.expiresAt))],
+      ["Approval", opts.detail ? idText(id) : idText(id, { link: `#/approvals/${enc(id)}` })],
     ]),
     quorumBox,
     changedNote,
@@ -507,11 +725,18 @@ function pendingCard(initial, opts) {
     if (r) await decide(true, { remember: r });
   }
 
+  // checkSyntax checks the edit as it is typed: JSON at once, then (a
+  // moment after the last key) the tool's input schema and policy, by the
+  // API's own check of an edit (POST …/check-input), which decides nothing.
+  let schemaTimer = null, schemaSeq = 0;
   function checkSyntax() {
+    clearTimeout(schemaTimer);
+    const seq = ++schemaSeq;
+    let value;
     try {
-      JSON.parse(editor.value);
-      syntax.textContent = "Valid JSON. The tool's input schema is checked when you approve.";
-      syntax.className = "syntax small ok";
+      value = JSON.parse(editor.value);
+      syntax.textContent = "Valid JSON; checking it against the tool's input schema…";
+      syntax.className = "syntax small";
       syntaxOk = true;
     } catch (e) {
       syntax.textContent = "Not valid JSON: " + e.message;
@@ -519,6 +744,29 @@ function pendingCard(initial, opts) {
       syntaxOk = false;
     }
     approveEdited.disabled = !syntaxOk || state === "deciding";
+    if (syntaxOk) {
+      schemaTimer = setTimeout(async () => {
+        try {
+          await call("POST", `/v1/approvals/${enc(id)}/check-input`, { body: { input: value } });
+          if (seq !== schemaSeq) return;
+          syntax.textContent = `Matches the input schema of ${a.tool}.`;
+          syntax.className = "syntax small ok";
+          editor.removeAttribute("aria-invalid");
+        } catch (e) {
+          if (seq !== schemaSeq) return;
+          if (e.code === "invalid_argument") {
+            syntax.textContent = "Does not match the tool's input schema: " + e.message;
+            syntax.className = "syntax small bad";
+            editor.setAttribute("aria-invalid", "true");
+          } else {
+            syntax.textContent = "Valid JSON. The tool's input schema is checked when you approve.";
+            syntax.className = "syntax small";
+          }
+        }
+      }, 300);
+    } else {
+      editor.setAttribute("aria-invalid", "true");
+    }
     return syntaxOk;
   }
 
@@ -669,9 +917,27 @@ function pendingCard(initial, opts) {
   tick();
 
   return {
-    id, el, tick, decide, selectable,
+    id, el, tick, decide, selectable, check,
     get approval() { return a; },
     pending: () => state === "pending",
+    stale: () => stale,
+    // status: pending, deciding, or what became of it (approved, denied,
+    // expired, …) as this card knows it.
+    status() {
+      if (state === "decided") return a.status;
+      if (state === "refused") return el.dataset.status || "settled";
+      if (new Date(a.expiresAt).getTime() <= Date.now()) return "expired";
+      return state;
+    },
+    // keyDecide and keyEdit are the keyboard's a, d and e: what the
+    // buttons do, only when they are offered.
+    keyDecide(approve) {
+      const b = approve ? approveBtn : denyBtn;
+      if (!b.disabled && !b.hidden && decisionBox.hidden === false) b.click();
+    },
+    keyEdit() {
+      if (!editBtn.disabled && decisionBox.hidden === false) toggleEditor();
+    },
     editing: () => !editorBox.hidden,
     setSelected(on) { if (check && !check.disabled) check.checked = on; },
     // update shows the approval as a later read found it, while the card
@@ -716,7 +982,7 @@ function settledCard(a, me) {
     rows.push(["Cancelled by", who(a.decidedBy, me, a.decidedByName)], ["Cancelled at", timeEl(a.decidedAt)]);
     outcome = h("p", { class: "outcome" }, "Cancelled with its run.");
   }
-  rows.push(["Approval", h("span", { class: "mono", text: a.id })]);
+  rows.push(["Approval", idText(a.id)]);
   const el = h("article", { class: `card approval approval--${a.status}`, data: { approvalId: a.id, runId: a.runId, status: a.status } },
     h("div", { class: "card__head" },
       h("h2", { class: "card__title", text: a.tool }),

@@ -3,7 +3,7 @@
 
 import { h, replace, alertBox, showError } from "./dom.js";
 import { get } from "./api.js";
-import { ago, stamp, bytes } from "./format.js";
+import { ago, stamp, bytes, duration, goDuration } from "./format.js";
 
 export function deploymentsView(ctx) {
   const err = alertBox();
@@ -63,7 +63,7 @@ function agentCard(a) {
   return h("article", { class: "card agent", data: { agent: a.name } },
     h("div", { class: "card__head" }, h("h3", { class: "card__title", text: a.name })),
     a.description ? h("p", { text: a.description }) : null,
-    h("p", { class: "small muted" }, `Approvals expire after ${a.approvalTimeout} unless a tool says otherwise.`),
+    h("p", { class: "small muted" }, `Approvals expire after ${duration(goDuration(a.approvalTimeout))} unless a tool says otherwise.`),
     h("h4", { text: "Tools" }),
     h("div", { class: "table-wrap", attrs: { tabindex: 0, role: "region", "aria-label": `Tools of ${a.name}` } },
       h("table", { class: "table" },
@@ -71,8 +71,8 @@ function agentCard(a) {
         h("tbody", {}, a.tools.map((t) => h("tr", { data: { tool: t.name } },
           h("th", { attrs: { scope: "row" } }, h("code", { text: t.name }), t.description ? h("div", { class: "small muted", text: t.description }) : null),
           h("td", {}, posture(t)),
-          h("td", { text: t.approvalTimeout }),
-          h("td", { text: `${t.timeoutMs} ms` })))))),
+          h("td", { text: duration(goDuration(t.approvalTimeout)) }),
+          h("td", { text: duration(t.timeoutMs) })))))),
     h("h4", { text: "Steps" }),
     h("ol", { class: "steps" }, a.steps.map((s) => h("li", {},
       h("strong", { text: s.id }), " — ", s.kind === "tool" || s.tool ? h("code", { text: s.tool }) : s.kind,

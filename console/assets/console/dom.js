@@ -153,3 +153,38 @@ export function showMessage(box, kind, ...content) {
   replace(box, ...content);
   box.hidden = false;
 }
+
+// idText shows an id that never breaks mid-string (it is clipped with an
+// ellipsis where there is no room; the whole id stays in the text and the
+// title) and a button that copies it. link, when given, makes the id a
+// link there.
+export function idText(id, { link, cls = "" } = {}) {
+  const text = link
+    ? h("a", { href: link, class: "id__text mono", text: id, title: id })
+    : h("span", { class: "id__text mono", text: id, title: id });
+  const label = `Copy ${id}`;
+  const copy = h("button", { type: "button", class: "id__copy", title: "Copy", attrs: { "aria-label": label } },
+    h("span", { attrs: { "aria-hidden": "true" }, text: "copy" }));
+  copy.addEventListener("click", async (ev) => {
+    ev.stopPropagation();
+    let done = false;
+    try {
+      await navigator.clipboard.writeText(id);
+      done = true;
+    } catch {
+      // No clipboard permission: select the id for a manual copy.
+      const range = document.createRange();
+      range.selectNodeContents(text);
+      const sel = getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+    }
+    copy.setAttribute("aria-label", done ? `Copied ${id}` : `Selected ${id}; press Ctrl+C to copy`);
+    copy.dataset.copied = done ? "true" : "selected";
+    setTimeout(() => {
+      copy.setAttribute("aria-label", label);
+      delete copy.dataset.copied;
+    }, 2000);
+  });
+  return h("span", { class: ("id " + cls).trim(), data: { id } }, text, copy);
+}

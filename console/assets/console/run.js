@@ -1,29 +1,37 @@
-// One run: its state and its trace as a live timeline (Server-Sent Events).
+// One run: its state, a timeline of its steps and approval waits (each a
+// bar with its duration and status), and its trace followed live
+// (Server-Sent Events).
 
-import { h, replace, alertBox, showError } from "./dom.js";
+import { h, replace, alertBox, showError, idText } from "./dom.js";
 import { get, post, enc, streamEvents } from "./api.js";
-import { ago, stamp, clockMs, countdown, pretty, hasCosts, costsText, who } from "./format.js";
+import { when, countdown, duration, hasCosts, costsText, usd } from "./format.js";
 import { statusBadge } from "./approvals.js";
-import { ruleLink } from "./rules.js";
+import { eventItem, json, thrown } from "./trace.js";
 
 const TERMINAL = ["succeeded", "failed", "cancelled"];
+const SVG = "http://www.w3.org/2000/svg";
 
 export function runView(ctx, id) {
   const err = alertBox();
   const summary = h("section", { class: "card run-summary", attrs: { "aria-label": "Run" } }, h("p", { class: "muted", text: "Loading…" }));
+  const spans = h("ol", { class: "spans", attrs: { "aria-label": "Steps and approval waits" } });
   const timeline = h("ol", { class: "timeline", attrs: { "aria-live": "polite", "aria-relevant": "additions" } });
   const streamState = h("p", { class: "muted small", attrs: { role: "status" } });
   replace(ctx.main,
     h("p", {}, h("a", { href: "#/runs", text: "← Runs" })),
-    h("h1", {}, "Run ", h("span", { class: "mono", text: id })),
+    h("h1", { class: "run-title" }, "Run ", idText(id)),
     err, summary,
+    h("h2", { text: "Timeline" }),
+    h("div", { class: "card spans-card" }, spans),
     h("h2", { text: "Trace" }), streamState, timeline);
 
   const ctrl = new AbortController();
+  const events = [];
   let run = null, fetching = false, again = false, countdownEl = null;
   const ticker = setInterval(tick, 1000);
 
   function tick() {
+    if (run && !TERMINAL.includes(run.status)) renderSpans();
     if (!countdownEl || !run || !run.approval) return;
     const left = new Date(run.approval.expiresAt).getTime() - Date.now();
     countdownEl.textContent = left > 0 ? `Expires in ${countdown(left)}.` : "Past its deadline.";
@@ -35,6 +43,7 @@ export function runView(ctx, id) {
     try {
       run = await get(`/v1/runs/${enc(id)}`, undefined, { signal: ctrl.signal });
       renderSummary();
+      renderSpans();
     } catch (e) {
       if (!ctrl.signal.aborted) showError(err, e);
     } finally {
@@ -54,9 +63,10 @@ export function runView(ctx, id) {
       ["Deployment", String(r.deployment)],
       ["Trust", r.trust === "untrusted" ? [h("span", { class: "badge badge--untrusted", text: "untrusted" }), r.trustOrigin ? ` (from ${r.trustOrigin})` : ""] : r.trust],
       ["Costs", costsText(r.costs)],
-      ["Created", h("time", { attrs: { datetime: r.createdAt }, text: `${stamp(r.createdAt)} (${ago(r.createdAt)})` })],
-      ["Updated", stamp(r.updatedAt)],
-      r.finishedAt ? ["Finished", stamp(r.finishedAt)] : null,
+      ["Created", h("time", { attrs: { datetime: r.createdAt }, text: when(r.createdAt) })],
+      ["Updated", h("time", { attrs: { datetime: r.updatedAt }, text: when(r.updatedAt) })],
+      r.finishedAt ? ["Finished", h("time", { attrs: { datetime: r.finishedAt }, text: when(r.finishedAt) })] : null,
+      r.finishedAt ? ["Took", duration(new Date(r.finishedAt) - new Date(r.createdAt))] : null,
     ].filter(Boolean);
     const parts = [
       h("dl", { class: "facts", data: { runStatus: r.status } }, rows.map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", {}, v)))),
@@ -71,10 +81,11 @@ export function runView(ctx, id) {
     if (r.error) {
       parts.push(h("div", { class: "msg msg--error run-error" },
         h("p", {}, h("strong", { text: r.status === "cancelled" ? "Cancelled: " : "Failed: " }), h("code", { text: r.error.code }), r.error.step ? ` at step ${r.error.step}` : ""),
-        h("p", { class: "run-error__message", text: r.error.message })));
+        h("p", { class: "run-error__message", text: r.error.message }),
+        thrown(r.error)));
     }
-    parts.push(h("h3", { text: "Input" }), h("pre", { class: "json", text: pretty(r.input) }));
-    if (r.status === "succeeded") parts.push(h("h3", { text: "Output" }), h("pre", { class: "json", text: pretty(r.output) }));
+    parts.push(json(r.input, "Input"));
+    if (r.status === "succeeded") parts.push(json(r.output, "Output"));
     if (!TERMINAL.includes(r.status)) {
       const cancel = h("button", { type: "button", class: "btn btn--danger", text: "Cancel run" });
       const cancelErr = alertBox();
@@ -97,13 +108,38 @@ export function runView(ctx, id) {
   }
   summary.tabIndex = -1;
 
+  // renderSpans draws each step and approval wait as a bar over the run's
+  // whole time, with its duration, status and costs.
+  function renderSpans() {
+    const list = spansOf(events, run, Date.now());
+    if (list.length === 0) {
+      replace(spans, h("li", { class: "muted small", text: "No step has started yet." }));
+      return;
+    }
+    const t0 = list.start, total = Math.max(1, list.end - t0);
+    replace(spans, list.map((sp) => {
+      const x = ((sp.from - t0) / total) * 100;
+      const w = Math.max(0.6, ((sp.to - sp.from) / total) * 100);
+      const label = sp.kind === "wait" ? `approval of ${sp.tool}` : `${sp.step}: ${sp.tool}`;
+      return h("li", { class: `span span--${sp.kind}`, data: { kind: sp.kind, step: sp.step, status: sp.status } },
+        h("div", { class: "span__label" },
+          h("span", { class: "span__name" }, sp.kind === "wait" ? h("span", { class: "span__wait", text: "waiting · " }) : null, label),
+          h("span", { class: `badge badge--${sp.status}`, text: sp.status }),
+          h("span", { class: "span__dur", text: (sp.open ? "for " : "") + duration(sp.to - sp.from) }),
+          hasCosts(sp.costs) ? h("span", { class: "span__cost small", title: costsText(sp.costs), text: usd(sp.costs.costUsd) }) : null),
+        bar(x, Math.min(w, 100 - x), sp));
+    }));
+  }
+
   async function follow() {
     streamState.textContent = "Following the trace live…";
     try {
       await streamEvents(id, {
         signal: ctrl.signal,
         onEvent: (ev) => {
-          timeline.append(eventItem(ev, ctx.me));
+          events.push(ev);
+          timeline.append(eventItem(ev, ctx.me, events[0].at));
+          renderSpans();
           refresh();
         },
       });
@@ -125,159 +161,86 @@ export function runView(ctx, id) {
   };
 }
 
-
-function json(v, label) {
-  return h("pre", { class: "json", text: pretty(v), attrs: label ? { "aria-label": label } : {} });
+// bar is a span's bar: an SVG rectangle placed in percent of the run's
+// time (attributes, not styles, so the strict CSP holds).
+function bar(x, w, sp) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "span__bar");
+  svg.setAttribute("viewBox", "0 0 100 8");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-hidden", "true");
+  const rect = document.createElementNS(SVG, "rect");
+  rect.setAttribute("x", x.toFixed(3));
+  rect.setAttribute("y", "0");
+  rect.setAttribute("width", w.toFixed(3));
+  rect.setAttribute("height", "8");
+  rect.setAttribute("rx", "1");
+  rect.setAttribute("class", `span__rect span__rect--${sp.status}`);
+  svg.append(rect);
+  return svg;
 }
 
-function kv(k, v) {
-  return h("p", { class: "ev__kv small" }, h("span", { class: "muted", text: k + " " }), v);
-}
-
-// tallies: an approval event's progress, "1 of 2 from finance — waiting
-// on Bo Li" (the engine's words; older traces hold the tallies).
-function tallies(progress) {
-  if (typeof progress === "string") return progress;
-  if (!Array.isArray(progress)) return "—";
-  return progress.map((t) => `${(t.counted || []).length} of ${t.min} from ${t.group}`).join("; ");
-}
-
-// policyText is a step's policy decision: who approved it, or the
-// decision and its reason — a remembered decision's rule named and linked.
-function policyText(p, me) {
-  if (p.decision === "approved") return `approved by ${who(p.by, me, p.byName)} (approval ${p.approvalId})`;
-  if (!p.remembered) return `${p.decision}${p.reason ? " — " + p.reason : ""}`;
-  // The reason names the rule ("allowed by remembered decision rul_… (Ana
-  // Diaz, from approval apr_…, until …)"): it becomes the link.
-  const reason = p.reason || "";
-  const at = reason.indexOf(p.remembered);
-  const linked = at < 0
-    ? [reason, reason ? " " : "", "(remembered decision ", ruleLink(p.remembered), ")"]
-    : [reason.slice(0, at), ruleLink(p.remembered), reason.slice(at + p.remembered.length)];
-  return h("span", { class: "policy--remembered", data: { ruleId: p.remembered } }, `${p.decision} — `, linked);
-}
-
-function idemKey(d) {
-  return d.idempotencyKey ? kv("idempotency key", h("code", { class: "idem", text: d.idempotencyKey })) : null;
-}
-
-// eventItem renders one trace event.
-function eventItem(ev, me) {
-  const d = ev.data || {};
-  let kind = "info", title, body = [];
-  switch (ev.type) {
-    case "run.created":
-      title = `Run created by ${who(d.by, me, d.byName)} for end user ${d.endUserId} (deployment ${d.deployment})`;
-      body = [json(d.input, "Run input")];
-      break;
-    case "run.started":
-      title = `Worker ${d.worker} picked up the run (attempt ${d.attempt}, from step ${Number(d.cursor) + 1})`;
-      break;
-    case "step.started": {
-      title = `Step ${ev.step}: ${d.tool} started`;
-      body = [
-        d.policy ? kv("policy", policyText(d.policy, me)) : null,
-        idemKey(d),
-        d.attempt > 1 ? kv("attempt", String(d.attempt)) : null,
-        h("p", { class: "ev__label small", text: "Input" }), json(d.input, `Input of step ${ev.step}`),
-      ];
-      break;
+// spansOf turns the trace into spans: one per step (step.started to its
+// step.completed or step.failed; the last attempt's start) and one per
+// approval wait (approval.requested to its decision, expiry or
+// cancellation). Open spans run to now, or to the run's end. The list has
+// start and end (ms) of the whole run.
+export function spansOf(events, run, now) {
+  const out = [];
+  const open = new Map(); // step or approval id → span
+  if (events.length === 0) return Object.assign(out, { start: 0, end: 0 });
+  const at = (ev) => new Date(ev.at).getTime();
+  let end = at(events.at(-1));
+  for (const ev of events) {
+    const d = ev.data || {};
+    switch (ev.type) {
+      case "step.started": {
+        const sp = { kind: "step", step: ev.step, tool: d.tool, from: at(ev), to: at(ev), status: "running", open: true };
+        const prev = open.get("step:" + ev.step);
+        if (prev) out.splice(out.indexOf(prev), 1);
+        open.set("step:" + ev.step, sp);
+        out.push(sp);
+        break;
+      }
+      case "step.completed": case "step.failed": {
+        const sp = open.get("step:" + ev.step);
+        if (!sp) break;
+        sp.to = d.durationMs !== undefined ? Math.max(sp.from + d.durationMs, sp.from) : at(ev);
+        if (sp.to > at(ev)) sp.to = at(ev);
+        sp.status = ev.type === "step.completed" ? "succeeded" : "failed";
+        sp.costs = d.costs;
+        sp.open = false;
+        break;
+      }
+      case "approval.requested": {
+        const sp = { kind: "wait", step: ev.step, tool: d.tool, from: at(ev), to: at(ev), status: "pending", open: true };
+        open.set("apr:" + d.approvalId, sp);
+        out.push(sp);
+        break;
+      }
+      case "approval.approved": case "approval.denied": case "approval.expired": case "approval.cancelled": {
+        const sp = open.get("apr:" + d.approvalId);
+        if (!sp) break;
+        sp.to = at(ev);
+        sp.status = ev.type.slice("approval.".length);
+        sp.open = false;
+        break;
+      }
     }
-    case "step.completed":
-      kind = "ok";
-      title = `Step ${ev.step}: ${d.tool} completed${d.durationMs !== undefined ? ` in ${d.durationMs} ms` : ""}`;
-      body = [
-        idemKey(d),
-        hasCosts(d.costs) ? kv("costs", costsText(d.costs)) : null,
-        h("p", { class: "ev__label small", text: "Output" }), json(d.output, `Output of step ${ev.step}`),
-      ];
-      break;
-    case "step.failed":
-      kind = "bad";
-      title = `Step ${ev.step} failed: ${d.code}`;
-      body = [h("p", { class: "ev__message", text: d.message })];
-      break;
-    case "log":
-      kind = d.level === "error" ? "bad" : d.level === "warn" ? "warn" : "log";
-      title = null;
-      body = [h("p", { class: "ev__log" }, h("span", { class: "ev__level", text: d.level }), " ", h("span", { text: d.message }))];
-      break;
-    case "cost.recorded":
-      title = `Cost recorded: ${costsText(d.costs)}`;
-      body = d.runCosts ? [kv("run total", costsText(d.runCosts))] : [];
-      break;
-    case "trust.lowered":
-      kind = "warn";
-      title = `Trust lowered: the run is untrusted from here on (origin: ${d.origin})`;
-      body = [h("p", { class: "small", text: "Every later write asks for approval." })];
-      break;
-    case "approval.requested":
-      kind = "warn";
-      title = `Approval requested for ${d.tool}: ${d.reason}`;
-      body = [
-        kv("approval", h("a", { href: `#/approvals/${enc(d.approvalId)}`, class: "mono", text: d.approvalId })),
-        kv("expires", stamp(d.expiresAt)),
-        d.progress ? kv("approvers", tallies(d.progress)) : null,
-        idemKey(d),
-        h("p", { class: "ev__label small", text: "Input to review" }), json(d.input, "Input to review"),
-      ];
-      break;
-    case "approval.vote":
-      title = `Vote to approve by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
-      body = [
-        kv("approvers", tallies(d.progress)),
-        d.note ? kv("note", h("q", { text: d.note })) : null,
-        d.edited ? h("p", { class: "ev__label small", text: "Input edited with this vote; earlier votes were reset. The new input:" }) : null,
-        d.edited ? json(d.input, "Edited input") : null,
-      ];
-      break;
-    case "approval.approved":
-      kind = "ok";
-      title = `Approved by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
-      body = [
-        d.progress ? kv("approvers", tallies(d.progress)) : null,
-        d.note ? kv("note", h("q", { text: d.note })) : null,
-        d.edited ? h("p", { class: "ev__label small", text: "Input edited before approval; it runs with:" }) : null,
-        d.edited ? json(d.input, "Edited input") : null,
-        d.edited ? h("p", { class: "ev__label small", text: "Input as requested:" }) : null,
-        d.edited ? json(d.originalInput, "Original input") : null,
-      ];
-      break;
-    case "approval.denied":
-      kind = "bad";
-      title = `Denied by ${who(d.by, me, d.byName)} at ${stamp(ev.at)}`;
-      body = [d.note ? kv("note", h("q", { text: d.note })) : h("p", { class: "small muted", text: "No note." })];
-      break;
-    case "approval.expired":
-      kind = "expired";
-      title = `Approval expired: nobody decided by ${stamp(d.expiresAt)}`;
-      break;
-    case "approval.cancelled":
-      title = `Approval cancelled with the run by ${who(d.by, me, d.byName)}`;
-      break;
-    case "run.succeeded":
-      kind = "ok";
-      title = "Run succeeded";
-      body = [hasCosts(d.costs) ? kv("costs", costsText(d.costs)) : null, json(d.output, "Run output")];
-      break;
-    case "run.failed":
-      kind = "bad";
-      title = `Run failed: ${d.code}`;
-      body = [h("p", { class: "ev__message", text: d.message })];
-      break;
-    case "run.cancelled":
-      kind = "bad";
-      title = `Run cancelled by ${who(d.by, me, d.byName)}`;
-      break;
-    default:
-      title = ev.type;
-      body = [json(d)];
   }
-  return h("li", { class: `ev ev--${kind}`, data: { type: ev.type, seq: ev.seq, step: ev.step } },
-    h("div", { class: "ev__head" },
-      h("time", { class: "ev__time mono small", attrs: { datetime: ev.at }, title: stamp(ev.at), text: clockMs(ev.at) }),
-      h("span", { class: "ev__type small", text: ev.type }),
-      ev.step ? h("span", { class: "ev__step small" }, "step ", h("strong", { text: ev.step })) : null),
-    title ? h("p", { class: "ev__title", text: title }) : null,
-    body);
+  const finished = run && TERMINAL.includes(run.status);
+  if (!finished) end = Math.max(end, now);
+  for (const sp of out) {
+    if (!sp.open) continue;
+    if (finished) {
+      // The run ended with the span open: it ends there, as it stood.
+      sp.to = end;
+      sp.open = false;
+      if (sp.status === "running") sp.status = run.status === "cancelled" ? "cancelled" : "failed";
+      if (sp.status === "pending") sp.status = "cancelled";
+    } else {
+      sp.to = now;
+    }
+  }
+  return Object.assign(out, { start: at(events[0]), end });
 }

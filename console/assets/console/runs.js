@@ -90,7 +90,7 @@ export function runsView(ctx) {
           h("p", {}, "Start one with ", h("code", { text: "stead run AGENT --end-user ID --input '{…}'" }), " or POST /v1/agents/{agent}/runs."));
       }
       empty.hidden = page.runs.length > 0;
-      updated.textContent = "Updated " + new Date().toLocaleTimeString("en");
+      updated.textContent = "Updated " + stamp(new Date().toISOString());
     } catch (e) {
       if (!stopped) showError(err, e);
     } finally {

@@ -610,7 +610,7 @@ export function webhookView(ctx, id) {
         loaded = false;
         await loadMore();
       }
-      updated.textContent = "Updated " + new Date().toLocaleTimeString("en");
+      updated.textContent = "Updated " + stamp(new Date().toISOString());
     } catch (x) {
       if (stopped) return;
       if (!card) cardSlot.replaceChildren();
