@@ -127,6 +127,8 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.initCommand(),
 		a.loginCommand(),
 		a.deployCommand(),
+		a.agentsCommand(),
+		a.deploymentsCommand(),
 		a.runCommand(),
 		a.runsCommand(),
 		a.traceCommand(),
@@ -144,6 +146,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 		a.mcpKeysCommand(),
 		a.tokenCommand(),
 		a.tokensCommand(),
+		a.brokerCommand(),
 		a.versionCommand(),
 	)
 	return root
