@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"stead/api"
 )
 
 // Exit statuses.
@@ -170,15 +172,35 @@ func (a *app) report(err error) int {
 	if errors.Is(err, errReported) {
 		return ExitError
 	}
-	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	var (
+		ue *usageError
+		ae *apiError
+		re *runError
+		ne *unreachableError
+	)
+	usage := errors.As(err, &ue) || isCobraUsage(err)
+	if a.jsonFlag {
+		// Scripts get an error document on standard output, in the API's
+		// shape: the API's own, else one of the CLI's codes (usage,
+		// unreachable, cli_error). A failed run was printed already.
+		switch {
+		case errors.As(err, &ae) && len(ae.Body) > 0:
+			_ = printJSON(a.env.Stdout, ae.Body)
+		case errors.As(err, &re):
+		default:
+			code := "cli_error"
+			switch {
+			case usage:
+				code = "usage"
+			case errors.As(err, &ne):
+				code = "unreachable"
+			}
+			_ = printValue(a.env.Stdout, api.ErrorBody{Error: api.Error{Code: code, Message: err.Error()}})
+		}
+	}
+	if usage {
 		fmt.Fprintf(a.env.Stderr, "error: %s\nRun 'stead --help' for usage.\n", err)
 		return ExitUsage
-	}
-	var ae *apiError
-	if a.jsonFlag && errors.As(err, &ae) && len(ae.Body) > 0 {
-		// Scripts get the API's error document too.
-		_ = printJSON(a.env.Stdout, ae.Body)
 	}
 	fmt.Fprintf(a.env.Stderr, "error: %s\n", err)
 	return ExitError
@@ -198,6 +220,12 @@ func isCobraUsage(err error) bool {
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		if cmd.HasSubCommands() {
+			if cmd.SuggestionsMinimumDistance <= 0 {
+				cmd.SuggestionsMinimumDistance = 2 // cobra's own default
+			}
+			if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+				return usagef("unknown command %q for %q; did you mean %s?", args[0], cmd.CommandPath(), strings.Join(near, " or "))
+			}
 			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 		}
 		return usagef("%s takes no arguments (got %q)", cmd.CommandPath(), args[0])

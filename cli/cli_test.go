@@ -269,6 +269,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"version"}, 0, ""},
 		{[]string{"runs"}, 0, ""},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"aprove", "apr_a"}, 2, `unknown command "aprove" for "stead"; did you mean approve?`},
+		{[]string{"broker", "lisst"}, 2, `unknown command "lisst" for "stead broker"; did you mean list?`},
 		{[]string{"runs", "--nope"}, 2, "unknown flag: --nope"},
 		{[]string{"runs", "extra"}, 2, "takes no arguments"},
 		{[]string{"runs", "--limit", "0"}, 2, "--limit must be from 1 to 500"},
@@ -780,3 +782,29 @@ func (c *cutAfterEvents) Write(p []byte) (int, error) {
 }
 
 func (c *cutAfterEvents) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// TestJSONErrors: under --json every failure is an error document on
+// standard output in the API's shape — the API's own, or the CLI's codes
+// for a usage mistake and an unreachable server.
+func TestJSONErrors(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	for _, tc := range []struct {
+		name string
+		r    result
+		code int
+		want string
+	}{
+		{"unreachable", runCLI(time.Now, map[string]string{EnvURL: "http://127.0.0.1:1", EnvKey: "stk_x"}, http.DefaultClient, "runs", "--json"), 1, "unreachable"},
+		{"usage", s.cli("aprove", "--json"), 2, "usage"},
+		{"refused", s.cli("approve", "apr_nope", "--json"), 1, "not_found"},
+	} {
+		if tc.r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d: %s", tc.name, tc.r.code, tc.code, tc.r)
+			continue
+		}
+		if got := jsonField(t, tc.r.stdout, "error.code"); got != tc.want || jsonField(t, tc.r.stdout, "error.message") == "" {
+			t.Errorf("%s: stdout %s, want an error document with code %s", tc.name, tc.r.stdout, tc.want)
+		}
+	}
+}
