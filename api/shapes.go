@@ -70,6 +70,13 @@ type RunError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Step    string `json:"step,omitempty"`
+	// Stack, File, Line and Column: where a failed handler threw, in the
+	// developer's sources (a bundle stead deploy made carries their map);
+	// absent when unknown, and never shown to customer tokens.
+	Stack  string `json:"stack,omitempty"`
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
 }
 
 // RunApproval is the pending approval a run waits for.
@@ -356,7 +363,8 @@ func runOf(r store.Run, a *approvals.Approval) Run {
 		}
 	}
 	if r.Error != nil && (r.Status == store.RunFailed || r.Status == store.RunCancelled) {
-		out.Error = &RunError{Code: r.Error.Code, Message: r.Error.Message, Step: r.Error.Step}
+		e := r.Error
+		out.Error = &RunError{Code: e.Code, Message: e.Message, Step: e.Step, Stack: e.Stack, File: e.File, Line: e.Line, Column: e.Column}
 	}
 	if a != nil && r.Status == store.RunAwaitingApproval {
 		out.Approval = &RunApproval{ID: a.ID, Tool: a.Tool, Reason: a.Reason, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt}

@@ -68,4 +68,15 @@ func TestTraceShowsWhereTheHandlerThrew(t *testing.T) {
 		t.Errorf("trace points into the bundle:\n%s", tr.stdout)
 	}
 	golden(t, "trace_thrown", newNormalizer().replace(tr.stdout))
+	// The API's run carries the place too (the console shows it); a
+	// customer token's view does not.
+	run := s.mustCLI("trace", id, "--json").stdout
+	if jsonField(t, run, "run.error.file") != "handlers.ts" || jsonField(t, run, "run.error.line") != "7" || !strings.Contains(jsonField(t, run, "run.error.stack"), "handlers.ts:7:9") {
+		t.Errorf("the run's error lacks where it threw: %s", run)
+	}
+	tok := strings.TrimSpace(s.mustCLI("token", "demo-user").stdout)
+	cust := s.run(cliEnv{EnvKey: tok}, "trace", id, "--json")
+	if cust.code != 0 || jsonField(t, cust.stdout, "run.status") != "failed" || strings.Contains(cust.stdout, "handlers.ts") {
+		t.Errorf("a customer sees where the handler threw: %s", cust.stdout)
+	}
 }
