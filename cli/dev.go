@@ -39,6 +39,7 @@ type devOptions struct {
 	sweepInterval time.Duration
 	workers       int
 	logLevel      string
+	verbose       bool
 	shutdown      time.Duration
 	mcpWait       time.Duration
 	egressAllow   string
@@ -76,7 +77,8 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
-	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.logLevel, "log-level", "warn", "log level on standard error: debug, info, warn, error")
+	f.BoolVar(&o.verbose, "verbose", false, "log every request and the server's steps (--log-level info)")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
 	f.DurationVar(&o.mcpWait, "mcp-wait", api.DefaultMCPWait, "how long an MCP client's tools/call waits for a gated call's approval before answering that it awaits one")
 	f.StringVar(&o.smtpAddr, "smtp", "", "mail approvals to the members who may decide them through this SMTP server, HOST:PORT, plain (a local test server such as mailpit); STEAD_SMTP_URL configures TLS and credentials")
@@ -122,6 +124,9 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return err
 	}
 	var level slog.Level
+	if o.verbose && o.logLevel == "warn" {
+		o.logLevel = "info"
+	}
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usagef("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
 	}
@@ -204,6 +209,11 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	case <-ctx.Done():
 	}
 	stop() // a second Ctrl-C kills the process
+	if !a.jsonFlag {
+		// One line: "Stopping… stopped." (runs in flight finish or stay
+		// resumable in between).
+		fmt.Fprint(a.stdout(), "\nStopping… ")
+	}
 	log.Info("shutting down")
 
 	// Stop accepting requests; let those in flight finish.
@@ -217,6 +227,9 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return fmt.Errorf("close store: %w", err)
 	}
 	log.Info("stopped")
+	if !a.jsonFlag {
+		fmt.Fprintln(a.stdout(), "stopped.")
+	}
 	return nil
 }
 

@@ -124,8 +124,15 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("trace of the expired run: %s", r)
 	}
 
-	// SIGTERM: a clean, prompt exit 0.
+	// SIGTERM: a clean, prompt exit 0, saying so in one line; the banner
+	// came first, and nothing was logged (requests only with --verbose).
 	srv.stop(t)
+	if out := srv.out.String(); !strings.HasPrefix(out, "Stead is running at ") || !strings.HasSuffix(out, "\nStopping… stopped.\n") {
+		t.Errorf("stead dev's output does not start with its banner and end with one stopping line:\n%s", out)
+	}
+	if errs := srv.errb.String(); errs != "" {
+		t.Errorf("stead dev logged without --verbose:\n%s", errs)
+	}
 
 	// A restart writes the CLI config again from the data folder.
 	if err := os.Remove(e.config); err != nil {
@@ -287,7 +294,7 @@ const devReadyLine = "Press Ctrl-C to stop."
 // answers /healthz.
 func (e *e2e) startServer(addr, data string, flags ...string) *server {
 	e.t.Helper()
-	args := append([]string{"dev", "--addr", addr, "--data", data, "--example", "--sweep-interval", "200ms", "--log-level", "warn"}, flags...)
+	args := append([]string{"dev", "--addr", addr, "--data", data, "--example", "--sweep-interval", "200ms"}, flags...)
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.env(nil)
 	isReady := func(line string) bool { return line == devReadyLine }
