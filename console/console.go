@@ -38,6 +38,12 @@ var assets embed.FS
 const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 	"img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
+// StatusContentSecurityPolicy is the status page's: ContentSecurityPolicy,
+// but images may also come from https: (the project's logo, stead.json
+// branding.logoUrl, which the config allows only as https: or data:image).
+const StatusContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self' data: https:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
 // Routes are the path patterns (net/http.ServeMux syntax, for GET) the
 // Handler serves; mount it on each.
 var Routes = []string{"/console", "/console/", "/status/{runId}", "/embed.js", "/embed.css"}
@@ -153,6 +159,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/status/"):
 		if id := strings.TrimPrefix(p, "/status/"); id != "" && !strings.Contains(id, "/") {
 			f = h.status
+			hd.Set("Content-Security-Policy", StatusContentSecurityPolicy)
 		}
 	default:
 		f = h.files[p]

@@ -18,6 +18,10 @@
  * BASE/embed.css to the page unless `styles: false`; every element has a
  * `stead-status…` class to style it your own way.
  *
+ * A tool's customer-facing label (stead.json "label") names the action
+ * ("Waiting for approval of Refund"); the project's accent colour
+ * (branding.accentColor) is --stead-accent on the box.
+ *
  * Stead.events() is the stream reader underneath, for your own UI.
  */
 (function (global) {
@@ -201,7 +205,7 @@
         if (!ap) return { state: "awaiting-approval", headline: "Waiting for approval", detail: "A person reviews this action before it happens." };
         return {
           state: "awaiting-approval",
-          headline: "Waiting for approval of " + ap.tool + " — requested " + ago(ap.requestedAt, now),
+          headline: "Waiting for approval of " + (ap.label || ap.tool) + " — requested " + ago(ap.requestedAt, now),
           detail: "A person reviews this action before it happens. If nobody decides by " + clock(ap.expiresAt) + ", it expires.",
         };
       case "succeeded":
@@ -272,7 +276,19 @@
 
     var run = null, seen = { denialNote: "" }, timer = null, fetching = null, again = false;
 
+    // accent: the project's accent colour (stead.json branding), checked
+    // at deploy and again here; set through the CSSOM, as the strict CSP
+    // of Stead's own status page allows.
+    function accent(r) {
+      var c = r && r.branding && r.branding.accentColor;
+      if (c && /^#[0-9a-fA-F]{6}$/.test(c)) {
+        box.style.setProperty("--stead-accent", c);
+        box.classList.add("stead-status--accent");
+      }
+    }
+
     function show(d) {
+      accent(run);
       box.setAttribute("data-state", d.state);
       root.setAttribute("data-stead-status", d.state);
       headline.textContent = d.headline;

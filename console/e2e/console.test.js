@@ -12,7 +12,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import {
   chromiumMissing, launchBrowser, openPage, startStead, signIn, screenshot, markPage, wasReloaded,
-  deployWithTimeout, deployRefunds, deployRefundsAgent, addMember, asKey, serveStatic, WAIT,
+  deployWithTimeout, deployRefunds, deployRefundsAgent, deployExample, addMember, asKey, serveStatic, axeProblems, WAIT,
 } from "./harness.js";
 import { mailpitMissing, startMailpit } from "./mailpit.js";
 import { startReceiver, signedBy, oracle } from "./receiver.js";
@@ -1107,4 +1107,291 @@ test("webhooks: the owner adds an endpoint (its secret shown once and copied), a
   await page.getByText(`Deleted the endpoint ${rx.url} and its delivery log.`).waitFor();
   assert.equal((await stead.api("GET", "/v1/webhooks")).webhooks.length, 0);
   assert.equal((await asKey(stead, stead.key, "GET", `/v1/webhooks/${id}/deliveries`)).status, 404);
+});
+
+// brand deploys the example with a customer-facing label on refundOrder and
+// the project's branding (a data: logo, an accent colour).
+const LOGO = "data:image/svg+xml;base64," + Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="32" height="32"><rect width="32" height="32" rx="6" fill="#0a7d5a"/></svg>').toString("base64");
+async function brand(stead) {
+  return deployExample(stead, "refunds-branded", (cfg) => {
+    cfg.branding = { name: "Acme Shop", logoUrl: LOGO, accentColor: "#0a7d5a" };
+    cfg.agents.refunds.tools.refundOrder.label = "Refund";
+  });
+}
+
+test("the status page and embed speak to customers: the tool's label, the project's name, logo and accent; no \"updates by itself\" once nothing will change", opts, async (t) => {
+  const stead = await startStead(t);
+  await brand(stead);
+  const run = await stead.startRefund("o-1001");
+  const token = (await stead.cli("token", "demo-user")).trim();
+
+  const page = await openPage(t, browser, { width: 390, height: 844 });
+  await page.goto(`${stead.url}/status/${run.id}#token=${token}`);
+  const status = page.locator('#status[data-stead-status="awaiting-approval"]');
+  await status.getByText(/^Waiting for approval of Refund — requested (just now|\d+ seconds? ago)$/).waitFor();
+  assert.equal(await page.getByText("refundOrder").count(), 0, "the export name is shown to the customer");
+  await page.locator("#brand-name").getByText("Acme Shop", { exact: true }).waitFor();
+  await page.getByRole("heading", { name: "Your request to Acme Shop", level: 1 }).waitFor();
+  assert.equal(await page.locator("#brand-logo").getAttribute("src"), LOGO);
+  assert.equal(await page.locator("#brand-logo").getAttribute("alt"), "Acme Shop logo");
+  assert.equal(await page.evaluate(() => getComputedStyle(document.getElementById("brand")).borderBottomColor), "rgb(10, 125, 90)");
+  await page.getByText("This page updates by itself.").waitFor();
+  assert.match(await page.title(), /· Acme Shop$/);
+  assert.deepEqual(await axeProblems(page), [], "axe: the status page, waiting");
+  await screenshot(page, "status-01-branded-waiting-390");
+
+  await stead.cli("approve", run.approval.id);
+  await page.locator('#status[data-stead-status="succeeded"]').getByText("Done", { exact: true }).waitFor();
+  await page.getByText("This page updates by itself.").waitFor({ state: "hidden" });
+  assert.deepEqual(await axeProblems(page), [], "axe: the status page, done");
+  await screenshot(page, "status-02-branded-done-390");
+
+  // An invalid link: no promise of updates either.
+  const bad = await openPage(t, browser, { width: 1280, height: 800 });
+  await bad.goto(`${stead.url}/status/${run.id}`);
+  await bad.locator('[data-stead-status="unauthenticated"]').waitFor();
+  assert.equal(await bad.getByText("This page updates by itself.").isVisible(), false);
+  const other = (await stead.cli("token", "someone-else")).trim();
+  const wrong = await openPage(t, browser, { width: 1280, height: 800 });
+  await wrong.goto(`${stead.url}/status/${run.id}#token=${other}`);
+  await wrong.locator('[data-stead-status="not-found"]').waitFor();
+  assert.equal(await wrong.getByText("This page updates by itself.").isVisible(), false);
+  assert.deepEqual(await axeProblems(wrong), [], "axe: the status page, not found");
+  await screenshot(wrong, "status-03-not-found-1280");
+
+  // embed.js on another origin: the label and the accent.
+  const second = await stead.startRefund("o-1002");
+  const template = await readFile(fileURLToPath(new URL("fixtures/embed-example.html", import.meta.url)), "utf8");
+  const html = template.replaceAll("{{STEAD_URL}}", stead.url).replaceAll("{{RUN_ID}}", second.id).replaceAll("{{CUSTOMER_TOKEN}}", token);
+  const site = await serveStatic(t, html);
+  const embed = await openPage(t, browser, { width: 1280, height: 800 });
+  await embed.goto(site);
+  await embed.locator('#refund-status [data-state="awaiting-approval"]').getByText(/^Waiting for approval of Refund/).waitFor();
+  await until("the accent", () => embed.evaluate(() => getComputedStyle(document.querySelector(".stead-status")).borderTopColor === "rgb(10, 125, 90)"));
+  assert.deepEqual(await axeProblems(embed), [], "axe: embed.js on a customer page");
+  await screenshot(embed, "status-04-embed-branded-1280");
+});
+
+test("the inbox by keyboard: j/k move, x selects, a approves, d denies, e edits (and keys typed into the editor stay there)", opts, async (t) => {
+  const stead = await startStead(t);
+  const runs = [];
+  for (const id of ["o-1001", "o-1002", "o-1003"]) runs.push(await stead.startRefund(id, { reason: "keys " + id }));
+  const page = await openPage(t, browser, { width: 1280, height: 900 });
+  await signIn(page, stead);
+  for (const r of runs) await row(page, r.id).waitFor();
+  // Newest first: the third run's approval is current.
+  const current = page.locator('.inbox-row[aria-current="true"]');
+  assert.equal(await current.getAttribute("data-run-id"), runs[2].id);
+  await card(page, runs[2].id).waitFor();
+  for (const r of runs) {
+    const cells = row(page, r.id);
+    await cells.locator(".inbox-row__tool").getByText("refundOrder").waitFor();
+    await cells.locator(".inbox-row__agent").getByText("refunds").waitFor();
+    await cells.locator(".inbox-row__user").getByText("demo-user").waitFor();
+    assert.match(await cells.locator(".inbox-row__age").textContent(), /^requested (just now|\d+ seconds ago)$/);
+    assert.match(await cells.locator(".inbox-row__expires").textContent(), /^expires in 1[45]:\d\d$/);
+  }
+  await page.locator("body").click({ position: { x: 5, y: 300 } });
+  await page.keyboard.press("j");
+  assert.equal(await current.getAttribute("data-run-id"), runs[1].id);
+  await card(page, runs[1].id).waitFor();
+  await page.keyboard.press("j");
+  await page.keyboard.press("j"); // stays on the last
+  assert.equal(await current.getAttribute("data-run-id"), runs[0].id);
+  await page.keyboard.press("k");
+  assert.equal(await current.getAttribute("data-run-id"), runs[1].id);
+  // The detail pane: input, reason, run link and history.
+  const c1 = card(page, runs[1].id);
+  await c1.getByText('"reason": "keys o-1002"').waitFor();
+  await c1.getByText("refundOrder requires approval").waitFor();
+  await c1.getByRole("link", { name: runs[1].id }).waitFor();
+  const hist = page.getByRole("region", { name: `History of run ${runs[1].id}` });
+  await hist.locator('.history__item[data-type="approval.requested"]').waitFor();
+  await hist.locator('.history__item[data-type="run.created"]').getByText(/for end user demo-user/).waitFor();
+
+  // x selects the current row for bulk approval, and again unselects it.
+  await page.keyboard.press("x");
+  await page.getByRole("button", { name: "Approve selected (1)" }).waitFor();
+  assert.equal(await page.getByLabel(`Select refundOrder for run ${runs[1].id}`).isChecked(), true);
+  await page.keyboard.press("x");
+  await page.getByRole("button", { name: "Approve selected (0)" }).waitFor();
+  await screenshot(page, "keys-01-inbox-1280");
+
+  // a approves the current one; its run succeeds; its row says so.
+  await page.keyboard.press("a");
+  await c1.locator(".badge", { hasText: "Approved" }).waitFor();
+  await c1.locator('.result [data-status="succeeded"]').waitFor();
+  await row(page, runs[1].id).locator(".badge", { hasText: "approved" }).waitFor();
+  assert.equal(await runStatus(stead, runs[1].id), "succeeded");
+
+  // e opens the editor on the next; keys typed there are text, not commands.
+  await page.keyboard.press("j");
+  const c0 = card(page, runs[0].id);
+  await c0.waitFor();
+  await page.keyboard.press("e");
+  const editor = c0.getByLabel("Input for refundOrder (JSON)");
+  await editor.waitFor();
+  assert.equal(await editor.evaluate((el) => el === document.activeElement), true, "e did not focus the editor");
+  await editor.fill('{"orderId": "o-1001", "reason": "keys edited"}');
+  await page.keyboard.type(" ad");
+  await c0.locator(".syntax.bad").waitFor();
+  assert.equal((await stead.api("GET", `/v1/approvals/${runs[0].approval.id}`)).status, "pending", "a key typed in the editor decided");
+  await editor.fill('{"orderId": "o-1001", "reason": "keys edited"}');
+  await c0.locator(".syntax.ok").getByText("Matches the input schema of refundOrder.").waitFor();
+  await screenshot(page, "keys-02-editing-1280");
+  await c0.getByRole("button", { name: "Cancel edit" }).click();
+
+  // d denies it.
+  await page.keyboard.press("d");
+  await c0.locator(".badge", { hasText: "Denied" }).waitFor();
+  await until("the denied run to fail", async () => (await runStatus(stead, runs[0].id)) === "failed");
+
+  // Filters: by tool and age; nothing matches an agent with no approvals.
+  await page.getByLabel("Tool", { exact: true }).selectOption("refundOrder");
+  await page.getByLabel("Age", { exact: true }).selectOption("1h");
+  await page.getByText("No pending approval matches these filters.").waitFor();
+  assert.match(page.url(), /tool=refundOrder&age=1h/);
+  await page.getByLabel("Age", { exact: true }).selectOption("new");
+  await row(page, runs[2].id).waitFor();
+  assert.equal(await page.getByText("No pending approval matches these filters.").isVisible(), false);
+  await page.getByLabel("Agent", { exact: true }).selectOption("refunds");
+  await page.locator(".inbox__count").getByText("3 approvals").waitFor();
+});
+
+test("every page at 1280 and 390 px, light and dark: the run timeline (steps and the approval wait as bars, a failure's stack and source position), no sideways scrolling at 390 px, and axe-core finds nothing serious or critical", { ...opts, timeout: 240_000 }, async (t) => {
+  const stead = await startStead(t);
+  await brand(stead);
+  const ana = await addMember(stead, "Ana Diaz", { email: "ana@example.com" });
+  await stead.api("POST", "/v1/groups", { name: "finance", members: [ana.id] });
+  const done = await stead.startRefund("o-1001");
+  await stead.cli("approve", done.approval.id);
+  await until("the approved run to succeed", async () => (await runStatus(stead, done.id)) === "succeeded");
+  // A refund of an order that does not exist: the handler throws.
+  const failed = await stead.startRefund("o-9999", { reason: "no such order" });
+  await stead.cli("approve", failed.approval.id);
+  await until("the handler error", async () => (await runStatus(stead, failed.id)) === "failed");
+  const pending = await stead.startRefund("o-1002");
+  const token = (await stead.cli("token", "demo-user")).trim();
+
+  // What the trace has of the failure; where it lacks a stack or a source
+  // position, one is added on the way to the page, so the rendering of
+  // each is checked either way.
+  const { events } = await stead.api("GET", `/v1/runs/${failed.id}/events`);
+  const stepFailed = events.find((e) => e.type === "step.failed");
+  assert.ok(stepFailed, "no step.failed in " + JSON.stringify(events.map((e) => e.type)));
+  const shown = { stack: "Error: order o-9999 not found for demo-user\n    at refundOrder (handlers.js:20:11)", file: "handlers.js", line: 20, column: 11, ...stepFailed.data };
+  t.diagnostic(`step.failed carries ${["stack", "file", "line", "column"].filter((k) => k in stepFailed.data).join(", ") || "no stack or position"}`);
+  async function withStack(page) {
+    await page.route(new RegExp(`/v1/runs/${failed.id}/events`), async (route) => {
+      const res = await route.fetch();
+      const body = (await res.text()).replace(/^data: (.*)$/gm, (_, j) => {
+        const ev = JSON.parse(j);
+        if (ev.type === "step.failed") ev.data = shown;
+        return "data: " + JSON.stringify(ev);
+      });
+      await route.fulfill({ response: res, body });
+    });
+  }
+
+  const pages = [
+    ["approvals", "#/approvals", `article.approval[data-run-id="${pending.id}"]`],
+    ["approval", `#/approvals/${pending.approval.id}`, `article.approval[data-run-id="${pending.id}"]`],
+    ["decided", "#/approvals?tab=decided", `article.approval[data-run-id="${done.id}"]`],
+    ["run-succeeded", `#/runs/${done.id}`, '.ev[data-type="run.succeeded"]'],
+    ["run-failed", `#/runs/${failed.id}`, '.ev[data-type="run.failed"]'],
+    ["runs", "#/runs", ".run-row"],
+    ["deployments", "#/deployments", ".version"],
+    ["members", "#/members", "tr.member"],
+    ["groups", "#/groups", 'article.group[data-group="finance"]'],
+    ["rules", "#/rules", "h1"],
+    ["webhooks", "#/webhooks", "h1"],
+  ];
+  const problems = [];
+  for (const [width, height] of [[1280, 900], [390, 844]]) {
+    for (const scheme of ["light", "dark"]) {
+      const page = await openPage(t, browser, { width, height });
+      await page.emulateMedia({ colorScheme: scheme });
+      await withStack(page);
+      await signIn(page, stead);
+      const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      assert.equal(bg, scheme === "dark" ? "rgb(13, 17, 23)" : "rgb(246, 247, 249)", `the ${scheme} theme's background`);
+      for (const [name, hash, ready] of pages) {
+        await page.goto(stead.url + "/console/" + hash);
+        await page.locator(ready).first().waitFor();
+        if (name === "run-failed") await page.locator(".stack").first().waitFor();
+        if (width === 390) {
+          const w = await page.evaluate(() => document.documentElement.scrollWidth);
+          assert.ok(w <= 390, `${hash} is ${w}px wide at 390px (${scheme})`);
+        }
+        for (const p of await axeProblems(page)) problems.push(`${name} at ${width}px, ${scheme}: ${p}`);
+        await screenshot(page, `pages-${name}-${width}-${scheme}`);
+      }
+      const status = await openPage(t, browser, { width, height });
+      await status.emulateMedia({ colorScheme: scheme });
+      await status.goto(`${stead.url}/status/${pending.id}#token=${token}`);
+      await status.locator('#status[data-stead-status="awaiting-approval"]').waitFor();
+      for (const p of await axeProblems(status)) problems.push(`status at ${width}px, ${scheme}: ${p}`);
+      await screenshot(status, `pages-status-${width}-${scheme}`);
+    }
+  }
+  assert.deepEqual(problems, [], "axe-core found serious or critical violations");
+
+  // The run timeline, read closely (light, 1280).
+  const page = await openPage(t, browser, { width: 1280, height: 900 });
+  await withStack(page);
+  await signIn(page, stead);
+  await page.goto(stead.url + `/console/#/runs/${done.id}`);
+  await page.locator('.ev[data-type="run.succeeded"]').waitFor();
+  const orders = page.locator('.span[data-kind="step"][data-step="orders"][data-status="succeeded"]');
+  const wait = page.locator('.span[data-kind="wait"][data-step="refund"][data-status="approved"]');
+  const refund = page.locator('.span[data-kind="step"][data-step="refund"][data-status="succeeded"]');
+  for (const sp of [orders, wait, refund]) {
+    await sp.waitFor();
+    const dur = await sp.locator(".span__dur").textContent();
+    assert.match(dur, /^\d+ ms$|^\d+\.\d s$|^\d+ s$|^\d+ min( \d+ s)?$/, "not a humane duration: " + dur);
+    const rect = sp.locator("rect");
+    assert.ok(Number(await rect.getAttribute("width")) > 0, "a bar with no width");
+  }
+  await wait.getByText("approval of refundOrder").waitFor();
+  // The bars are in order: the wait starts after orders, refund after the wait.
+  const xs = await page.locator(".span rect").evaluateAll((rs) => rs.map((r) => Number(r.getAttribute("x"))));
+  assert.ok(xs[0] <= xs[1] && xs[1] <= xs[2], "bars out of order: " + xs);
+  // JSON folds: the orders output (long) starts folded; short inputs open.
+  const ordersOut = page.locator('.ev[data-type="step.completed"][data-step="orders"] details.json-fold');
+  assert.equal(await ordersOut.evaluate((d) => d.open), false, "a long JSON block starts open");
+  await ordersOut.locator("summary").click();
+  await ordersOut.getByText('"item": "Trail running shoes"').waitFor();
+  assert.equal(await page.locator('.ev[data-type="run.created"] details.json-fold').evaluate((d) => d.open), true);
+  // The id copies.
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: stead.url });
+  await page.locator(".run-title").getByRole("button", { name: `Copy ${done.id}` }).click();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), done.id);
+  const idBox = await page.locator(".run-title .id__text").evaluate((el) => getComputedStyle(el).whiteSpace);
+  assert.equal(idBox, "nowrap");
+
+  // The failed run: the handler's message, where it threw, its stack.
+  await page.goto(stead.url + `/console/#/runs/${failed.id}`);
+  const sf = page.locator('.ev[data-type="step.failed"]');
+  await sf.getByText(/order o-9999 not found for demo-user/).first().waitFor();
+  await sf.locator(".source-pos code").getByText(`${shown.file}:${shown.line}${shown.column ? ":" + shown.column : ""}`).waitFor();
+  assert.equal((await sf.locator(".stack pre").textContent()).trim(), String(shown.stack).trim());
+  await page.locator('.span[data-kind="step"][data-step="refund"][data-status="failed"]').waitFor();
+  await screenshot(page, "run-failed-stack-1280");
+
+  // The theme toggle wins over the system's choice, and is kept.
+  await page.emulateMedia({ colorScheme: "dark" });
+  const toggle = page.getByRole("button", { name: /^Theme: / });
+  await toggle.getByText("Theme: system").waitFor();
+  await toggle.click();
+  await toggle.getByText("Theme: dark").waitFor();
+  await toggle.click();
+  await toggle.getByText("Theme: light").waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "light");
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(246, 247, 249)");
+  await page.reload();
+  await page.locator('.ev[data-type="run.failed"]').waitFor();
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(246, 247, 249)", "the chosen theme was not kept");
+  await toggle.click();
+  await toggle.getByText("Theme: system").waitFor();
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(13, 17, 23)");
 });

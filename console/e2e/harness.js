@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { createServer } from "node:http";
 import { chromium } from "playwright-core";
+import { AxeBuilder } from "@axe-core/playwright";
 
 const run = promisify(execFile);
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -220,9 +221,24 @@ export async function openPage(t, browser, { width = 1200, height = 900 } = {}) 
   return page;
 }
 
+// screenshot saves a full-page screenshot to out/ and lists it in the
+// test output.
 export async function screenshot(page, name) {
   await mkdir(outDir, { recursive: true });
-  await page.screenshot({ path: path.join(outDir, name + ".png"), fullPage: true });
+  const file = path.join(outDir, name + ".png");
+  await page.screenshot({ path: file, fullPage: true });
+  const width = page.viewportSize() ? page.viewportSize().width : 0;
+  console.log(`# screenshot ${width}px: ${path.relative(process.cwd(), file)}`);
+}
+
+// axeProblems runs axe-core (npm @axe-core/playwright) on the page as it
+// is now and returns its serious and critical violations, one line each
+// (rule, impact, what it says, the first elements it names).
+export async function axeProblems(page) {
+  const res = await new AxeBuilder({ page }).analyze();
+  return res.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ") + (n.failureSummary ? " [" + n.failureSummary.replace(/\s+/g, " ").slice(0, 160) + "]" : "")).join("; ")}`);
 }
 
 export async function signIn(page, stead, { shot } = {}) {

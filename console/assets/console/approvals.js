@@ -35,7 +35,7 @@ export function approvalsView(ctx) {
 export function approvalView(ctx, id) {
   const err = alertBox();
   const slot = h("div", {}, h("p", { class: "muted", text: "Loading…" }));
-  replace(ctx.main, h("p", {}, h("a", { href: "#/approvals", text: "← Approvals" })), h("h1", { text: "Approval " + id }), err, slot);
+  replace(ctx.main, h("p", {}, h("a", { href: "#/approvals", text: "← Approvals" })), h("h1", { class: "run-title" }, "Approval ", idText(id)), err, slot);
   const live = liveRuns();
   let card = null, stopped = false, inflight = false;
   const ticker = setInterval(() => card && card.tick && card.tick(), 1000);

@@ -12,14 +12,15 @@ import { ruleLink } from "./rules.js";
 export function json(v, label) {
   const text = pretty(v);
   const lines = text.split("\n").length;
-  const pre = h("pre", { class: "json", text, attrs: label ? { "aria-label": label } : {} });
+  // Focusable: a long block scrolls, and a keyboard must reach it.
+  const pre = h("pre", { class: "json", text, attrs: { tabindex: 0, "aria-label": label || "JSON" } });
   return h("details", { class: "json-fold", open: lines <= FOLD_LINES },
     h("summary", { class: "small" }, label || "JSON", h("span", { class: "muted", text: ` · ${lines} ${lines === 1 ? "line" : "lines"}` })),
     pre);
 }
 
 // FOLD_LINES: JSON longer than this starts folded.
-const FOLD_LINES = 24;
+const FOLD_LINES = 16;
 
 // thrown shows where an error came from, as the trace carries it: the
 // source position (file:line:column) and the stack, when present.
@@ -28,7 +29,7 @@ export function thrown(d) {
   const pos = d.file ? `${d.file}${d.line ? ":" + d.line : ""}${d.line && d.column ? ":" + d.column : ""}` : "";
   return [
     pos ? h("p", { class: "ev__kv small source-pos" }, h("span", { class: "muted", text: "at " }), h("code", { text: pos })) : null,
-    d.stack ? h("details", { class: "stack", open: true }, h("summary", { class: "small", text: "Stack" }), h("pre", { class: "json stack__text", text: d.stack })) : null,
+    d.stack ? h("details", { class: "stack", open: true }, h("summary", { class: "small", text: "Stack" }), h("pre", { class: "json stack__text", text: d.stack, attrs: { tabindex: 0, "aria-label": "Stack" } })) : null,
   ];
 }
 
