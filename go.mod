@@ -31,6 +31,8 @@ require (
 	golang.org/x/text v0.43.0
 )
 
+require golang.org/x/term v0.47.0
+
 require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect

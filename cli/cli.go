@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"stead/api"
 )
@@ -275,7 +276,20 @@ func plural(n int, one, many string) string {
 }
 
 // stdout and stderr are the command's output streams.
-func (a *app) stdout() io.Writer { return a.env.Stdout }
+// stdout is standard output; a *termOut when it is a terminal, so that tables
+// fit its width and colour their status.
+func (a *app) stdout() io.Writer {
+	f, ok := a.env.Stdout.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return a.env.Stdout
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width = 0
+	}
+	colour := !a.jsonFlag && a.env.Getenv("NO_COLOR") == "" && a.env.Getenv("TERM") != "dumb"
+	return &termOut{Writer: f, width: width, colour: colour}
+}
 func (a *app) stderr() io.Writer { return a.env.Stderr }
 
 func (a *app) now() time.Time { return a.env.Now() }

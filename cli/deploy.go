@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"stead/api"
 	"stead/runtime/agent"
@@ -208,24 +209,15 @@ func (a *app) confirmRemovals(ctx context.Context, c *client, agents map[string]
 	return r, nil
 }
 
-// isTerminal reports whether r is a terminal a person types into: a
-// character device other than the null device (a script's stdin is a pipe,
-// a file or /dev/null). A reader may say so itself (IsTerminal() bool), as
-// tests' do.
+// isTerminal reports whether r is a terminal a person types into (a
+// script's stdin is a pipe, a file or /dev/null). A reader may say so
+// itself (IsTerminal() bool), as tests' do.
 func isTerminal(r io.Reader) bool {
 	if t, ok := r.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(fi, null)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // bundleLines renders bundle problems as file:line:col: message, with file

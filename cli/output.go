@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -35,25 +35,121 @@ func printValue(w io.Writer, v any) error {
 	return err
 }
 
-// table writes aligned columns.
+// table writes aligned columns. On a terminal (a *termOut writer) it
+// fits the terminal's width — the widest column is cut, with "…", until the
+// rows fit — and colours a STATUS column.
 type table struct {
-	tw *tabwriter.Writer
+	w    io.Writer
+	rows [][]string
 }
 
+// columnGap is the space between columns.
+const columnGap = 2
+
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
 	t.row(header...)
 	return t
 }
 
 func (t *table) row(cells ...string) {
+	row := make([]string, len(cells))
 	for i, c := range cells {
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+		row[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
 	}
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	t.rows = append(t.rows, row)
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *table) flush() error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	term, _ := t.w.(*termOut)
+	if term != nil && term.width > 0 {
+		fit(widths, term.width)
+	}
+	status := -1
+	if len(t.rows) > 0 {
+		status = slices.Index(t.rows[0], "STATUS")
+	}
+	var b strings.Builder
+	for n, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			c = truncate(c, widths[i])
+			pad := widths[i] - utf8.RuneCountInString(c)
+			if term != nil && term.colour && n > 0 && i == status {
+				c = statusColour(c)
+			}
+			line.WriteString(c)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", pad+columnGap))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
+	t.rows = nil
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
+
+// fit narrows the widest columns until a row of widths fits in width; no
+// column goes below 8 characters (or its own width, if less).
+func fit(widths []int, width int) {
+	total := func() int {
+		n := columnGap * (len(widths) - 1)
+		for _, w := range widths {
+			n += w
+		}
+		return n
+	}
+	for total() > width {
+		widest := 0
+		for i, w := range widths {
+			if w > widths[widest] {
+				widest = i
+			}
+		}
+		if widths[widest] <= 8 {
+			return
+		}
+		widths[widest] = max(8, widths[widest]-(total()-width))
+	}
+}
+
+// statusColour colours a run or approval status for a terminal.
+func statusColour(s string) string {
+	code := ""
+	switch strings.TrimSpace(s) {
+	case "succeeded", "approved":
+		code = "32" // green
+	case "failed", "denied", "expired", "cancelled":
+		code = "31" // red
+	case "awaiting-approval", "pending":
+		code = "33" // yellow
+	case "running", "queued":
+		code = "36" // cyan
+	}
+	if code == "" {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// termOut is standard output when it is a terminal: its width, and
+// whether to colour (not with NO_COLOR, TERM=dumb or --json).
+type termOut struct {
+	io.Writer
+	width  int
+	colour bool
+}
 
 // ago renders a past time relative to now: "45s ago", "3m ago".
 func ago(now, t time.Time) string {
