@@ -15,7 +15,10 @@
 // and connections from this origin only, no inline script or style, no
 // framing), X-Frame-Options DENY, nosniff and Referrer-Policy no-referrer.
 // The scripts build the page with DOM calls and textContent only, never
-// innerHTML, so data from the API is always text.
+// innerHTML, so data from the API is always text. They write no style but
+// one: the project's accent colour (stead.json branding.accentColor, a
+// #rrggbb checked at deploy and again before use), set as the custom
+// property --stead-accent through the CSSOM, which the CSP allows.
 package console
 
 import (

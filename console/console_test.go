@@ -38,7 +38,7 @@ func body(t *testing.T, res *http.Response) string {
 func checkSecurityHeaders(t *testing.T, target string, res *http.Response) {
 	t.Helper()
 	csp := console.ContentSecurityPolicy
-	if strings.HasPrefix(target, "/status/") {
+	if strings.HasPrefix(target, "/status/") && res.StatusCode == http.StatusOK {
 		// The status page may show the project's logo from https:.
 		csp = console.StatusContentSecurityPolicy
 	}
@@ -242,6 +242,7 @@ func TestNoMarkupFromData(t *testing.T) {
 		regexp.MustCompile(`(?i)\son[a-z]+=`),
 		regexp.MustCompile(`(?i)javascript:`),
 	}
+	accentLine := regexp.MustCompile(`^\s*(box|document\.documentElement)\.style\.setProperty\("--stead-accent", (c|b\.accentColor)\);$`)
 	js := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|setAttribute\(\s*["']style|\.style\b|createElement\(\s*["']style`)
 	err := fs.WalkDir(console.Assets(), "assets", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -265,6 +266,12 @@ func TestNoMarkupFromData(t *testing.T) {
 			}
 		case ".js":
 			for i, line := range strings.Split(string(b), "\n") {
+				// The one style written: the project's accent colour, checked
+				// to be #rrggbb first, as a custom property through the CSSOM
+				// (not a style attribute; the CSP allows it).
+				if accentLine.MatchString(line) {
+					continue
+				}
 				if js.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "//") && !strings.HasPrefix(strings.TrimSpace(line), "*") {
 					t.Errorf("%s:%d: %s", name, i+1, strings.TrimSpace(line))
 				}
