@@ -271,7 +271,7 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 		ap := out.Approval
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) || len(ids) == 1 {
+			if !errors.As(err, &ae) || (len(ids) == 1 && !a.jsonFlag) {
 				return err
 			}
 			failed++
@@ -306,11 +306,9 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 		}
 	}
 	if a.jsonFlag {
-		if len(ids) == 1 {
-			if err := printJSON(a.stdout(), jsonOut[0]); err != nil {
-				return err
-			}
-		} else if err := printValue(a.stdout(), jsonOut); err != nil {
+		// One shape however many ids: an array, in their order, of each
+		// approval as decided or the API's error document for it.
+		if err := printValue(a.stdout(), jsonOut); err != nil {
 			return err
 		}
 	}

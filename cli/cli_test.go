@@ -180,11 +180,12 @@ func TestJSONShapes(t *testing.T) {
 		t.Errorf("approval input = %s", in)
 	}
 
+	// approve --json is one array however many ids.
 	r = s.mustCLI("approve", aprID, "--json")
-	if st := jsonField(t, r.stdout, "status"); st != "approved" {
+	if st := jsonField(t, r.stdout, "0.status"); st != "approved" {
 		t.Errorf("approve status = %s", st)
 	}
-	if by := jsonField(t, r.stdout, "decidedBy"); !strings.HasPrefix(by, "key_") {
+	if by := jsonField(t, r.stdout, "0.decidedBy"); !strings.HasPrefix(by, "key_") {
 		t.Errorf("decidedBy = %s", by)
 	}
 	s.waitRun(runID, terminal)
@@ -237,13 +238,19 @@ func TestJSONShapes(t *testing.T) {
 		}
 	}
 
-	// A refused decision prints the API's error body with --json.
+	// A refused decision is the API's error document, in the same array;
+	// with several ids, each in its place.
 	r = s.cli("approve", aprID, "--json")
 	if r.code != 1 {
 		t.Fatalf("approve twice: %s", r)
 	}
-	if code := jsonField(t, r.stdout, "error.code"); code != "approval_not_pending" {
+	if code := jsonField(t, r.stdout, "0.error.code"); code != "approval_not_pending" {
 		t.Errorf("error.code = %s", code)
+	}
+	other := s.startAwaiting("o-1002")
+	r = s.cli("approve", aprID, other.ApprovalID, "--json")
+	if r.code != 1 || jsonField(t, r.stdout, "0.error.code") != "approval_not_pending" || jsonField(t, r.stdout, "1.status") != "approved" {
+		t.Errorf("approve two, one refused: %s", r)
 	}
 }
 
@@ -797,7 +804,7 @@ func TestJSONErrors(t *testing.T) {
 	}{
 		{"unreachable", runCLI(time.Now, map[string]string{EnvURL: "http://127.0.0.1:1", EnvKey: "stk_x"}, http.DefaultClient, "runs", "--json"), 1, "unreachable"},
 		{"usage", s.cli("aprove", "--json"), 2, "usage"},
-		{"refused", s.cli("approve", "apr_nope", "--json"), 1, "not_found"},
+		{"refused", s.cli("approval", "apr_nope", "--json"), 1, "not_found"},
 	} {
 		if tc.r.code != tc.code {
 			t.Errorf("%s: exit %d, want %d: %s", tc.name, tc.r.code, tc.code, tc.r)
