@@ -32,7 +32,7 @@
 //	GET    /v1/approvals                          owner, developer
 //	GET    /v1/approvals/{id}                     owner, developer
 //	POST   /v1/approvals/{id}/approve             owner, developer
-//	POST   /v1/approvals/{id}/check-input         owner, developer (an edited input checked; nothing decided)
+//	POST   /v1/approvals/{id}/check-input         owner, developer, approver (an edited input checked; nothing decided)
 //	POST   /v1/approvals/{id}/deny                owner, developer
 //	GET    /v1/rules                              owner, developer, approver, viewer (remembered decisions)
 //	GET    /v1/rules/{id}                         owner, developer, approver, viewer
