@@ -199,7 +199,8 @@ func (w *walker) finishFollow(want []string) {
 		t.Fatalf("a console block without a command, but nothing runs in the background: %q", want)
 	}
 	select {
-	case <-f.done:
+	case err := <-f.done:
+		_ = err // its exit status shows in the output compared below (the error: line)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("`%s` did not end:\n%s", f.cmd, f.out)
 	}
