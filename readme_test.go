@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,13 +21,103 @@ import (
 	"stead/runtime/agent"
 )
 
-func readme(t *testing.T) string {
+// docs are the README and the reference it links to (docs/*.md), which
+// the tests below hold against the code alike.
+func docs(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	files, err := filepath.Glob(filepath.Join("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	if len(files) < 8 {
+		t.Fatalf("docs/ has %d files", len(files))
+	}
+	return append([]string{"README.md"}, files...)
+}
+
+// readme is the README and docs/*.md, one after another.
+func readme(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, f := range docs(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+		all.WriteByte('\n')
+	}
+	return all.String()
+}
+
+// anchorOf is the fragment GitHub gives a heading.
+func anchorOf(heading string) string {
+	h := strings.ToLower(strings.TrimSpace(heading))
+	h = regexp.MustCompile(`[^\p{L}\p{N}_\- ]`).ReplaceAllString(h, "")
+	return strings.ReplaceAll(h, " ", "-")
+}
+
+// Every relative link of the README and docs/ reaches a file, and every
+// #fragment a heading of the file it names.
+func TestReadmeLinksResolve(t *testing.T) {
+	t.Parallel()
+	heads := map[string]map[string]bool{}
+	anchorsOf := func(file string) map[string]bool {
+		if a, ok := heads[file]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		b, _ := os.ReadFile(file)
+		inCode := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				inCode = !inCode
+			}
+			if m := regexp.MustCompile(`^#{1,6} (.*)`).FindStringSubmatch(l); m != nil && !inCode {
+				a[anchorOf(m[1])] = true
+			}
+		}
+		heads[file] = a
+		return a
+	}
+	n := 0
+	for _, f := range docs(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inCode := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				inCode = !inCode
+			}
+			if inCode {
+				continue
+			}
+			for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(l, -1) {
+				link := m[1]
+				if strings.HasPrefix(link, "http") || strings.HasPrefix(link, "mailto:") {
+					continue
+				}
+				n++
+				target, frag, _ := strings.Cut(link, "#")
+				file := f
+				if target != "" {
+					file = filepath.Join(filepath.Dir(f), target)
+					if _, err := os.Stat(file); err != nil {
+						t.Errorf("%s links to %s, which does not exist", f, link)
+						continue
+					}
+				}
+				if frag != "" && strings.HasSuffix(file, ".md") && !anchorsOf(file)[frag] {
+					t.Errorf("%s links to %s: %s has no heading #%s", f, link, file, frag)
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("found %d links in the README and docs/", n)
+	}
 }
 
 // blocks returns the README's fenced code blocks of one language.
