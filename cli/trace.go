@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,8 +61,10 @@ func summary(ev api.Event) string {
 		}
 	case "run.started":
 		s = "attempt " + compact(d["attempt"])
-		if c := compact(d["cursor"]); c != "" && c != "0" {
-			s += ", from step " + c
+		// Steps are counted from 1, as the console counts them; the
+		// event's cursor is the index, from 0.
+		if c, err := strconv.Atoi(compact(d["cursor"])); err == nil && c > 0 {
+			s += ", from step " + strconv.Itoa(c+1)
 		}
 	case "step.started":
 		s = str("tool") + " " + compact(d["input"])
