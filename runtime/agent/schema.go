@@ -16,6 +16,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"stead/runtime/typo"
 )
 
 // printer renders the library's own messages for the few error kinds that
@@ -472,45 +474,6 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// didYouMean returns the candidate closest to s, if it is close enough to be
-// a likely typo.
-func didYouMean(s string, candidates []string) (string, bool) {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(s), strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD > max(1, min(3, len(s)/3)) {
-		return "", false
-	}
-	return best, true
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and swaps of two neighbours each cost 1.
-func editDistance(a, b string) int {
-	ar, br := []rune(a), []rune(b)
-	d := make([][]int, len(ar)+1)
-	for i := range d {
-		d[i] = make([]int, len(br)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ar); i++ {
-		for j := 1; j <= len(br); j++ {
-			cost := 1
-			if ar[i-1] == br[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ar[i-1] == br[j-2] && ar[i-2] == br[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ar)][len(br)]
-}
+// didYouMean is typo.DidYouMean: the candidate closest to s, if it is a
+// likely typo.
+func didYouMean(s string, candidates []string) (string, bool) { return typo.DidYouMean(s, candidates) }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"stead/runtime/typo"
 )
 
 // sourceExts are the extensions esbuild tries for an import that names
@@ -39,52 +41,10 @@ func missingFile(spec, importer string) (msg string, ok bool) {
 		}
 		names = append(names, n)
 	}
-	if near, ok := nearest(base, names); ok {
+	if near, ok := typo.DidYouMean(base, names); ok {
 		msg += "; did you mean " + quote(dir+near) + "?"
 	}
 	return msg, true
 }
 
 func quote(s string) string { return `"` + s + `"` }
-
-// nearest is the candidate closest to s, if one is close enough to be a typo
-// of it (the rule runtime/agent's "did you mean" uses for config keys).
-func nearest(s string, candidates []string) (string, bool) {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD > max(1, min(3, len(s)/3)) {
-		return "", false
-	}
-	return best, true
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and swaps of two neighbours each cost 1.
-func editDistance(a, b string) int {
-	ar, br := []rune(a), []rune(b)
-	d := make([][]int, len(ar)+1)
-	for i := range d {
-		d[i] = make([]int, len(br)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ar); i++ {
-		for j := 1; j <= len(br); j++ {
-			cost := 1
-			if ar[i-1] == br[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ar[i-1] == br[j-2] && ar[i-2] == br[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ar)][len(br)]
-}
