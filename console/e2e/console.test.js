@@ -1258,6 +1258,149 @@ test("the inbox by keyboard: j/k move, x selects, a approves, d denies, e edits 
   await page.locator(".inbox__count").getByText("3 approvals").waitFor();
 });
 
+test("the Decided and Expired tabs: compact rows (who decided, the note's start, the quorum's result), the detail pane (input, reason, run link, history, decision), j/k, filters by agent, tool and age; nothing to decide there", opts, async (t) => {
+  const stead = await startStead(t);
+  const ana = await addMember(stead, "Ana Diaz");
+  const bo = await addMember(stead, "Bo Li");
+  await stead.api("POST", "/v1/groups", { name: "finance", members: [ana.id, bo.id] });
+  const approved = await stead.startRefund("o-1001", { reason: "settled approved" });
+  const longNote = "Checked the order history with the warehouse; the parcel was crushed in transit, refund in full";
+  await stead.cli("approve", approved.approval.id, "--note", longNote);
+  const denied = await stead.startRefund("o-1002", { reason: "settled denied", endUser: "other-user" });
+  await stead.cli("deny", denied.approval.id, "--note", "Order was already replaced");
+  // A quorum of two from finance, met.
+  await deployRefunds(stead, "refunds-finance", { approvers: { group: "finance", min: 2 } });
+  const voted = await stead.startRefund("o-1003", { reason: "settled quorum" });
+  for (const m of [ana, bo]) {
+    const res = await asKey(stead, m.key, "POST", `/v1/approvals/${voted.approval.id}/approve`, { note: "fine by " + m.name });
+    assert.ok(res.status < 300, JSON.stringify(res));
+  }
+  await until("the quorum's run to succeed", async () => (await runStatus(stead, voted.id)) === "succeeded");
+  await until("the approved run to succeed", async () => (await runStatus(stead, approved.id)) === "succeeded");
+  // One that nobody decides.
+  await deployWithTimeout(stead, "1s");
+  const expired = await stead.startRefund("o-1004", { reason: "settled expired" });
+  await until("the expired run to fail", async () => (await runStatus(stead, expired.id)) === "failed");
+
+  const page = await openPage(t, browser, { width: 1280, height: 900 });
+  await signIn(page, stead);
+  await page.getByRole("link", { name: "Decided" }).click();
+  for (const r of [voted, denied, approved]) await row(page, r.id).waitFor();
+  assert.equal(await row(page, expired.id).count(), 0, "an expired approval is listed as decided");
+  assert.equal(await page.locator("article.approval").count(), 1, "the tab shows more than the current approval's card");
+  // Most recent first: the quorum's approval is current.
+  const current = page.locator('.inbox-row[aria-current="true"]');
+  assert.deepEqual(await page.locator(".inbox-row").evaluateAll((rs) => rs.map((r) => r.dataset.runId)), [voted.id, denied.id, approved.id]);
+  assert.equal(await current.getAttribute("data-run-id"), voted.id);
+
+  // The rows: tool, agent, end user, what became of it, when, who, the note's start, the quorum.
+  const ra = row(page, approved.id);
+  await ra.locator(".inbox-row__tool").getByText("refundOrder").waitFor();
+  await ra.locator(".inbox-row__agent").getByText("refunds").waitFor();
+  await ra.locator(".inbox-row__user").getByText("demo-user").waitFor();
+  await ra.locator(".inbox-row__fate .badge").getByText("approved").waitFor();
+  assert.match(await ra.locator(".inbox-row__age").textContent(), /^decided (just now|\d+ seconds? ago)$/);
+  assert.match(await ra.locator(".inbox-row__age").getAttribute("title"), new RegExp("^" + STAMP + "$"));
+  assert.match(await ra.locator(".inbox-row__by").textContent(), /^by you \(.*key_\w+\)$/);
+  const noteStart = await ra.locator(".inbox-row__note q").textContent();
+  assert.ok(noteStart.endsWith("…") && longNote.startsWith(noteStart.slice(0, -1)) && noteStart.length < longNote.length, "the note's start: " + noteStart);
+  assert.equal(await ra.locator(".inbox-row__note").getAttribute("title"), longNote);
+  const rd = row(page, denied.id);
+  await rd.locator(".inbox-row__fate .badge").getByText("denied").waitFor();
+  await rd.locator(".inbox-row__user").getByText("other-user").waitFor();
+  assert.equal(await rd.locator(".inbox-row__note q").textContent(), "Order was already replaced");
+  const rv = row(page, voted.id);
+  await rv.locator(".inbox-row__quorum").getByText("quorum met").waitFor();
+  await rv.locator('.inbox-row__quorum .chip[data-group="finance"][data-quorum="met"]').getByText("2/2 finance").waitFor();
+  assert.match(await rv.locator(".inbox-row__by").textContent(), /^by (Ana Diaz|Bo Li) \(key_\w+\)$/);
+
+  // The detail pane of the current one: its card, the votes, its history.
+  const cv = card(page, voted.id);
+  await cv.locator(".badge", { hasText: "Approved" }).waitFor();
+  await cv.getByText("settled quorum").first().waitFor();
+  await page.getByRole("region", { name: `History of run ${voted.id}` }).locator('.history__item[data-type="approval.requested"]').waitFor();
+
+  // j and k move through the rows, the pane follows.
+  await page.locator("body").click({ position: { x: 5, y: 300 } });
+  await page.keyboard.press("j");
+  assert.equal(await current.getAttribute("data-run-id"), denied.id);
+  const cd = card(page, denied.id);
+  await cd.locator(".badge", { hasText: "Denied" }).waitFor();
+  await cd.locator(".outcome--denied").getByText("Order was already replaced").waitFor();
+  await page.keyboard.press("j");
+  await page.keyboard.press("j"); // stays on the last
+  assert.equal(await current.getAttribute("data-run-id"), approved.id);
+  const ca = card(page, approved.id);
+  // Every fact the old card had: the outcome and note, agent, end user,
+  // run link, step, reason, requested, who and when, the id, the input.
+  await ca.locator(".outcome--approved").getByText(longNote).waitFor();
+  for (const k of ["Agent", "End user", "Run", "Step", "Reason", "Requested", "Approved by", "Approved at", "Approval"]) {
+    await ca.locator("dt", { hasText: new RegExp("^" + k + "$") }).waitFor();
+  }
+  await ca.getByText("refundOrder requires approval").waitFor();
+  await ca.getByRole("link", { name: approved.id }).waitFor();
+  await ca.getByText('"reason": "settled approved"').waitFor();
+  const hist = page.getByRole("region", { name: `History of run ${approved.id}` });
+  await hist.locator('.history__item[data-type="approval.approved"]').waitFor();
+  await hist.locator('.history__item[data-type="run.succeeded"]').waitFor();
+  assert.equal(await page.locator("#inbox-detail").getByRole("button", { name: /^(Approve|Deny|Edit input)/ }).count(), 0, "a settled approval offers a decision");
+  await page.keyboard.press("k");
+  assert.equal(await current.getAttribute("data-run-id"), denied.id);
+  // A click opens a row too.
+  await ra.locator(".inbox-row__open").click();
+  assert.equal(await current.getAttribute("data-run-id"), approved.id);
+  assert.deepEqual(await axeProblems(page), [], "axe: the Decided tab");
+  await screenshot(page, "settled-01-decided-1280");
+
+  // Filters: by agent, tool and age, in the address.
+  await page.getByLabel("Age", { exact: true }).selectOption("1h");
+  await page.getByText("No decided approval matches these filters.").waitFor();
+  assert.match(page.url(), /tab=decided&age=1h/);
+  await page.getByLabel("Age", { exact: true }).selectOption("new");
+  await page.getByLabel("Tool", { exact: true }).selectOption("refundOrder");
+  await page.getByLabel("Agent", { exact: true }).selectOption("refunds");
+  await page.locator(".inbox__count").getByText("3 approvals").waitFor();
+  assert.match(page.url(), /tab=decided&agent=refunds&tool=refundOrder&age=new/);
+  await page.reload();
+  await page.locator(".inbox__count").getByText("3 approvals").waitFor();
+  assert.equal(await page.getByLabel("Agent", { exact: true }).inputValue(), "refunds");
+
+  // The Expired tab: the same, with nobody having decided.
+  await page.getByRole("link", { name: "Expired" }).click();
+  const re = row(page, expired.id);
+  await re.waitFor();
+  assert.equal(await page.locator(".inbox-row").count(), 1);
+  await re.locator(".inbox-row__fate .badge").getByText("expired").waitFor();
+  await re.locator(".inbox-row__by").getByText("nobody decided in time").waitFor();
+  assert.match(await re.locator(".inbox-row__age").textContent(), /^expired (just now|\d+ seconds? ago)$/);
+  assert.equal(await current.getAttribute("data-run-id"), expired.id);
+  const ce = card(page, expired.id);
+  await ce.getByText("Expired: nobody decided in time.").waitFor();
+  await ce.getByText('"reason": "settled expired"').waitFor();
+  await page.getByRole("region", { name: `History of run ${expired.id}` }).locator('.history__item[data-type="approval.expired"]').waitFor();
+  await page.locator("body").click({ position: { x: 5, y: 300 } });
+  await page.keyboard.press("j");
+  assert.equal(await current.getAttribute("data-run-id"), expired.id);
+  assert.deepEqual(await axeProblems(page), [], "axe: the Expired tab");
+  await screenshot(page, "settled-02-expired-1280");
+
+  // 390 px: the rows above the pane, nothing scrolls sideways, dark too.
+  for (const scheme of ["light", "dark"]) {
+    const narrow = await openPage(t, browser, { width: 390, height: 844 });
+    await narrow.emulateMedia({ colorScheme: scheme });
+    await signIn(narrow, stead);
+    for (const tab of ["decided", "expired"]) {
+      await narrow.goto(stead.url + "/console/#/approvals?tab=" + tab);
+      await narrow.locator('.inbox-row[aria-current="true"]').waitFor();
+      await narrow.locator("#inbox-detail article.approval").waitFor();
+      const w = await narrow.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(w <= 390, `the ${tab} tab is ${w}px wide at 390px (${scheme})`);
+      assert.deepEqual(await axeProblems(narrow), [], `axe: the ${tab} tab at 390 px, ${scheme}`);
+      await screenshot(narrow, `settled-${tab}-390-${scheme}`);
+    }
+  }
+});
+
 test("every page at 1280 and 390 px, light and dark: the run timeline (steps and the approval wait as bars, a failure's stack and source position), no sideways scrolling at 390 px, and axe-core finds nothing serious or critical", { ...opts, timeout: 240_000 }, async (t) => {
   const stead = await startStead(t);
   await brand(stead);
@@ -1296,7 +1439,9 @@ test("every page at 1280 and 390 px, light and dark: the run timeline (steps and
   const pages = [
     ["approvals", "#/approvals", `article.approval[data-run-id="${pending.id}"]`],
     ["approval", `#/approvals/${pending.approval.id}`, `article.approval[data-run-id="${pending.id}"]`],
-    ["decided", "#/approvals?tab=decided", `article.approval[data-run-id="${done.id}"]`],
+    // The Decided tab lists rows; its detail pane shows the most recent
+    // (the failed run's) card, read closely in the settled tabs' test.
+    ["decided", "#/approvals?tab=decided", `.inbox-row[data-run-id="${done.id}"][data-status="approved"]`],
     ["run-succeeded", `#/runs/${done.id}`, '.ev[data-type="run.succeeded"]'],
     ["run-failed", `#/runs/${failed.id}`, '.ev[data-type="run.failed"]'],
     ["runs", "#/runs", ".run-row"],

@@ -175,18 +175,6 @@ function pendingQueue(ctx, body) {
     updateBulk();
   }
 
-  // options adds the agents and tools seen to the filters' choices.
-  function options(select, values, chosen) {
-    const have = new Set([...select.options].map((o) => o.value));
-    for (const v of [...values, chosen].filter(Boolean).sort()) {
-      if (!have.has(v)) {
-        select.append(h("option", { value: v, text: v }));
-        have.add(v);
-      }
-    }
-    select.value = chosen;
-  }
-
   function updateBulk() {
     for (const id of selected) {
       const c = cards.get(id);
@@ -305,8 +293,8 @@ function pendingQueue(ctx, body) {
       }
       placeInOrder(list, desired);
       const all = [...cards.values()].map((c) => c.approval);
-      options(agentSelect, all.map((a) => a.agent), filters.agent);
-      options(toolSelect, all.map((a) => a.tool), filters.tool);
+      optionsOf(agentSelect, all.map((a) => a.agent), filters.agent);
+      optionsOf(toolSelect, all.map((a) => a.tool), filters.tool);
       empty.hidden = cards.size > 0;
       updated.textContent = "Updated " + stamp(new Date().toISOString());
       applyFilters();
@@ -999,32 +987,188 @@ function settledCard(a, me) {
   return { el };
 }
 
-// settledList: the decided or expired tab.
+// SETTLED_AGES are the settled tabs' age filter: how long ago an approval
+// was decided or expired.
+const SETTLED_AGES = [
+  { id: "", label: "Any age", test: () => true },
+  { id: "new", label: "In the last 5 minutes", test: (ms) => ms < 5 * 60_000 },
+  { id: "5m", label: "Over 5 minutes ago", test: (ms) => ms >= 5 * 60_000 },
+  { id: "1h", label: "Over 1 hour ago", test: (ms) => ms >= 3600_000 },
+];
+
+// settledAt is when an approval stopped waiting: its decision (or its
+// run's cancellation), else its deadline.
+const settledAt = (a) => a.decidedAt || a.expiresAt;
+
+// NOTE_START is how much of a decision's note a row shows.
+const NOTE_START = 60;
+
+// settledList: the decided or expired tab, as the inbox shows the pending
+// one: a compact list (one row per approval: tool, agent, end user, when it
+// was decided or expired, who decided, the note's start, the quorum's
+// result), filters by agent, tool and age, and a detail pane with the
+// current approval's card (everything it was: input, reason, run,
+// decision) and its run's history; j/k move. Nothing is decided here.
 function settledList(ctx, body, tab) {
+  const filters = { agent: ctx.query.get("agent") || "", tool: ctx.query.get("tool") || "", age: SETTLED_AGES.some((x) => x.id === ctx.query.get("age")) ? ctx.query.get("age") : "" };
   const err = alertBox();
-  const list = h("div", { class: "cards" }, h("p", { class: "muted", text: "Loading…" }));
+  const agentSelect = h("select", { id: "filter-agent", on: { change: () => setFilter("agent", agentSelect.value) } }, h("option", { value: "", text: "All agents" }));
+  const toolSelect = h("select", { id: "filter-tool", on: { change: () => setFilter("tool", toolSelect.value) } }, h("option", { value: "", text: "All tools" }));
+  const ageSelect = h("select", { id: "filter-age", on: { change: () => setFilter("age", ageSelect.value) } }, SETTLED_AGES.map((x) => h("option", { value: x.id, text: x.label })));
+  ageSelect.value = filters.age;
+  const label = tab === "expired" ? "Expired approvals" : "Decided approvals";
+  const list = h("ul", { class: "inbox__list", id: "inbox-list", attrs: { "aria-label": label } });
+  const shownCount = h("p", { class: "small muted inbox__count", attrs: { "aria-live": "polite" } }, "Loading…");
+  const detail = h("section", { class: "inbox__detail", id: "inbox-detail", attrs: { tabindex: -1, "aria-label": "Selected approval" } });
+  const empty = h("div", { class: "empty", hidden: true }, h("p", { class: "empty__title", text: tab === "expired" ? "No approval has expired." : "Nothing decided yet." }));
+  const noMatch = h("div", { class: "empty", hidden: true }, h("p", { class: "empty__title", text: `No ${tab} approval matches these filters.` }));
+  const keys = h("p", { class: "keys small muted", id: "inbox-keys" }, "Keys: ", h("kbd", { text: "j" }), "/", h("kbd", { text: "k" }), " next, previous");
   replace(body,
     h("p", { class: "muted" }, tab === "expired"
       ? "Approvals nobody decided before their deadline. Their runs failed with approval-expired: expired is not denied."
       : "Approvals a person approved or denied (and those cancelled with their run), most recent first."),
-    err, list);
-  let stopped = false;
+    h("form", { class: "toolbar", attrs: { "aria-label": "Filter approvals" }, on: { submit: (e) => e.preventDefault() } },
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-agent", text: "Agent" }), agentSelect),
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-tool", text: "Tool" }), toolSelect),
+      h("span", { class: "field field--inline" }, h("label", { for: "filter-age", text: "Age" }), ageSelect)),
+    keys, err, empty,
+    h("div", { class: "inbox" },
+      h("div", { class: "inbox__pane" }, shownCount, list, noMatch),
+      detail));
+
+  const items = []; // {a, row, card, history}, most recent first
+  let current = null, stopped = false;
+
+  function hashWith() {
+    const q = new URLSearchParams({ tab });
+    for (const k of ["agent", "tool", "age"]) if (filters[k]) q.set(k, filters[k]);
+    return "#/approvals?" + q.toString();
+  }
+
+  function setFilter(k, v) {
+    filters[k] = v;
+    history.replaceState(null, "", hashWith());
+    applyFilters();
+  }
+
+  function matches(a) {
+    if (filters.agent && a.agent !== filters.agent) return false;
+    if (filters.tool && a.tool !== filters.tool) return false;
+    const age = SETTLED_AGES.find((x) => x.id === filters.age) || SETTLED_AGES[0];
+    return age.test(Date.now() - new Date(settledAt(a)).getTime());
+  }
+
+  const visible = () => items.filter((it) => !it.row.hidden);
+
+  function applyFilters() {
+    for (const it of items) it.row.hidden = !matches(it.a);
+    const shown = visible();
+    noMatch.hidden = items.length === 0 || shown.length > 0;
+    shownCount.textContent = items.length === 0 ? "" : shown.length === items.length
+      ? `${items.length} ${items.length === 1 ? "approval" : "approvals"}`
+      : `${shown.length} of ${items.length} approvals match the filters`;
+    if ((!current || current.row.hidden) && shown.length) show(shown[0]);
+    if (shown.length === 0) show(null);
+  }
+
+  function show(it, { focus = false, scroll = false } = {}) {
+    if (current) current.row.removeAttribute("aria-current");
+    current = it;
+    if (!it) {
+      replace(detail, h("p", { class: "muted", text: items.length ? "Choose an approval to see its input, reason, decision and history." : "" }));
+      return;
+    }
+    it.row.setAttribute("aria-current", "true");
+    // The card is made when first shown: a tab of 100 approvals builds
+    // only the ones read.
+    if (!it.card) it.card = settledCard(it.a, ctx.me);
+    if (!it.history) it.history = historyPane(it.a, ctx.me);
+    replace(detail, it.card.el, it.history.el);
+    it.history.load();
+    if (focus) it.row.querySelector(".inbox-row__open").focus();
+    if (scroll && matchMedia("(max-width: 900px)").matches) detail.scrollIntoView({ block: "start" });
+  }
+
+  function move(step) {
+    const shown = visible();
+    if (shown.length === 0) return;
+    let i = shown.indexOf(current);
+    i = i < 0 ? 0 : Math.min(shown.length - 1, Math.max(0, i + step));
+    show(shown[i], { focus: true });
+  }
+
+  function onKey(ev) {
+    if (ev.defaultPrevented || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (ev.key === "j") move(1);
+    else if (ev.key === "k") move(-1);
+    else return;
+    ev.preventDefault();
+  }
+  document.addEventListener("keydown", onKey);
+
   const statuses = tab === "expired" ? ["expired"] : ["approved", "denied", "cancelled"];
   Promise.all(statuses.map((status) => get("/v1/approvals", { status, limit: 50 })))
     .then((pages) => {
       if (stopped) return;
       const all = pages.flatMap((p) => p.approvals);
-      const when = (a) => new Date(a.decidedAt || a.expiresAt).getTime();
-      all.sort((x, y) => when(y) - when(x));
-      if (all.length === 0) {
-        replace(list, h("div", { class: "empty" }, h("p", { class: "empty__title", text: tab === "expired" ? "No approval has expired." : "Nothing decided yet." })));
-        return;
+      all.sort((x, y) => new Date(settledAt(y)).getTime() - new Date(settledAt(x)).getTime());
+      for (const a of all.slice(0, 50)) {
+        const it = { a, row: settledRow(a, ctx.me), card: null, history: null };
+        const open = it.row.querySelector(".inbox-row__open");
+        open.addEventListener("click", () => show(it, { scroll: true }));
+        items.push(it);
       }
-      replace(list, all.slice(0, 50).map((a) => settledCard(a, ctx.me).el));
+      replace(list, items.map((it) => it.row));
+      empty.hidden = items.length > 0;
+      optionsOf(agentSelect, items.map((it) => it.a.agent), filters.agent);
+      optionsOf(toolSelect, items.map((it) => it.a.tool), filters.tool);
+      applyFilters();
     })
     .catch((e) => {
-      list.replaceChildren();
+      shownCount.textContent = "";
       showError(err, e);
     });
-  return () => { stopped = true; };
+  show(null);
+  return () => {
+    stopped = true;
+    document.removeEventListener("keydown", onKey);
+  };
 }
+
+// settledRow is a settled approval's row: tool, agent, end user, what
+// became of it and when, who decided, the note's start, the quorum's result.
+function settledRow(a, me) {
+  const labels = { approved: "approved", denied: "denied", expired: "expired", cancelled: "cancelled" };
+  const at = settledAt(a);
+  const verb = a.status === "expired" ? "expired " : a.status === "cancelled" ? "cancelled " : "decided ";
+  const by = a.status === "expired" ? "nobody decided in time" : `by ${who(a.decidedBy, me, a.decidedByName)}`;
+  const note = a.note ? (a.note.length > NOTE_START ? a.note.slice(0, NOTE_START).trimEnd() + "…" : a.note) : "";
+  const quorum = hasQuorum(a)
+    ? h("span", { class: "inbox-row__quorum" }, a.status === "approved" ? h("span", { class: "small", text: "quorum met" }) : null, chips(a))
+    : h("span", { class: "inbox-row__quorum muted", attrs: { "aria-hidden": "true" }, text: "" });
+  const open = h("button", { type: "button", class: "inbox-row__open", attrs: { "aria-controls": "inbox-detail" } },
+    h("span", { class: "inbox-row__tool", text: a.tool }),
+    h("span", { class: "inbox-row__agent" }, h("span", { class: "sr-only", text: "agent " }), a.agent),
+    h("span", { class: "inbox-row__user" }, h("span", { class: "sr-only", text: "end user " }), a.endUserId),
+    h("span", { class: "inbox-row__fate" }, h("span", { class: `badge badge--${a.status}`, text: labels[a.status] || a.status })),
+    h("span", { class: "inbox-row__by" }, by),
+    h("span", { class: "inbox-row__age", title: stamp(at) }, h("span", { class: "sr-only", text: verb }), ago(at)),
+    note ? h("span", { class: "inbox-row__note", title: a.note }, h("span", { class: "sr-only", text: "note: " }), h("q", { text: note })) : null,
+    quorum);
+  return h("li", { class: "inbox-row inbox-row--settled", data: { approvalId: a.id, runId: a.runId, status: a.status } }, open);
+}
+
+// optionsOf adds the agents and tools seen to a filter's choices.
+function optionsOf(select, values, chosen) {
+  const have = new Set([...select.options].map((o) => o.value));
+  for (const v of [...values, chosen].filter(Boolean).sort()) {
+    if (!have.has(v)) {
+      select.append(h("option", { value: v, text: v }));
+      have.add(v);
+    }
+  }
+  select.value = chosen;
+}
+
