@@ -93,12 +93,20 @@ mcp-everything: ## install the MCP-backed tool tests' server (npm @modelcontextp
 bench: ## run the Go benchmarks (speed targets are checked here, never by timed tests)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
 
+# Redocly's OpenAPI linter (npm @redocly/cli, pinned in
+# api/openapilint/package-lock.json) lints api/openapi.json in make lint,
+# which installs it first, so a clean CI machine lints too.
+.PHONY: redocly
+redocly: ## install the OpenAPI linter (npm @redocly/cli) that make lint runs on api/openapi.json into api/openapilint
+	cd api/openapilint && npm ci --no-audit --no-fund --loglevel=error
+
 .PHONY: lint
-lint: ## gofmt check, go vet and golangci-lint (its depguard rules check the import layering)
+lint: redocly ## gofmt check, go vet, golangci-lint (its depguard rules check the import layering) and redocly on the OpenAPI document
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@test -x $(BIN)/golangci-lint || GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	$(BIN)/golangci-lint run $(PKGS)
+	api/openapilint/node_modules/.bin/redocly lint api/openapi.json --config api/openapilint/redocly.yaml --format=summary
 
 .PHONY: clean
 clean: ## remove build output

@@ -20,6 +20,7 @@
 // Routes (all JSON unless said otherwise):
 //
 //	GET    /healthz                               no credential
+//	GET    /v1/openapi.json                       no credential (this API's OpenAPI 3.1 document; openapi.go)
 //	PATCH  /v1/me/notifications                   owner, developer, approver, viewer (their own member's)
 //	POST   /v1/deployments                        owner, developer
 //	GET    /v1/deployments                        owner, developer
@@ -243,6 +244,7 @@ func (s *Server) untilClosing(ctx context.Context) (context.Context, context.Can
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /v1/openapi.json", s.openAPI)
 	s.handle("GET /v1/me", anyOf(approvals.ReadOwnRuns, approvals.ReadApprovals), s.me)
 	s.handle("PATCH /v1/me/notifications", anyOf(approvals.ManageOwnSettings), s.updateMyNotifications)
 

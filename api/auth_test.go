@@ -121,6 +121,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	deployBody := map[string]any{"bundle": testHandlers, "config": json.RawMessage(testConfig)}
 	routes := []route{
 		{"GET /healthz", get("/healthz"), [10]int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}},
+		{"GET /v1/openapi.json", get("/v1/openapi.json"), [10]int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}},
 		{"POST /v1/deployments", func(c string) *http.Request { return w.request("POST", "/v1/deployments", c, deployBody) },
 			[10]int{201, 201, 403, 401, 401, 201, 403, 403, 403, 401}},
 		{"GET /v1/deployments", get("/v1/deployments"), [10]int{200, 200, 403, 401, 401, 200, 403, 200, 403, 401}},
@@ -241,7 +242,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range regexp.MustCompile(`s\.handle\("([A-Z]+ [^"]+)"`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`s\.(?:handle|mux\.HandleFunc)\("([A-Z]+ [^"]+)"`).FindAllStringSubmatch(string(src), -1) {
 		if !slices.ContainsFunc(routes, func(rt route) bool { return rt.name == m[1] || strings.HasPrefix(rt.name, m[1]+" (") }) {
 			t.Errorf("route %s has no row in the authorization matrix", m[1])
 		}
