@@ -150,6 +150,9 @@ func (w *walker) run(c readmeCmd) {
 	if strings.Contains(strings.Join(c.want, "\n"), "expired at") {
 		w.waitExpired(cmd)
 	}
+	if m := traceShows.FindStringSubmatch(strings.Join(c.want, "\n")); m != nil && strings.HasPrefix(cmd, "stead trace ") {
+		w.waitStatus(strings.Fields(cmd)[2], m[1])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if strings.Contains(cmd, "--follow") {
@@ -219,6 +222,22 @@ func (w *walker) waitExpired(cmd string) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+}
+
+// traceShows is the status a README trace shows in its first line.
+var traceShows = regexp.MustCompile(`^run \S+ · .* · (succeeded|failed|cancelled)\n`)
+
+// waitStatus waits until the run has the status the README's trace shows,
+// as its reader, who runs the command a moment later, sees it.
+func (w *walker) waitStatus(runID, status string) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := w.shell(context.Background(), "stead trace "+runID+" --json").Output()
+		if strings.Contains(string(out), `"status": "`+status+`"`) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval, bounded by the deadline
 	}
 }
 
