@@ -1172,6 +1172,109 @@ test("the status page and embed speak to customers: the tool's label, the projec
   await screenshot(embed, "status-04-embed-branded-1280");
 });
 
+// colours reads CSS colours as the page paints them (through a canvas, so
+// oklch() and relative colours come out as sRGB) and the WCAG contrast
+// ratio of the first against each other: {rgb: [[r, g, b], …], contrast: […]}.
+async function colours(page, ...css) {
+  return page.evaluate((list) => {
+    const ctx = Object.assign(document.createElement("canvas"), { width: 1, height: 1 }).getContext("2d", { willReadFrequently: true });
+    const rgb = list.map((c) => {
+      ctx.clearRect(0, 0, 1, 1);
+      ctx.fillStyle = "#000";
+      ctx.fillStyle = c;
+      ctx.fillRect(0, 0, 1, 1);
+      return [...ctx.getImageData(0, 0, 1, 1).data.slice(0, 3)];
+    });
+    const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+      .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const ratio = (x, y) => { const [a, b] = [lum(x), lum(y)].sort((p, q) => q - p); return (a + 0.05) / (b + 0.05); };
+    return { rgb, contrast: rgb.slice(1).map((c) => ratio(rgb[0], c)) };
+  }, css);
+}
+
+test("the status page and embed in dark mode (prefers-color-scheme): a dark surface, the project's accent kept in its hue and readable (3:1 against its background, a near-black accent too), the light look unchanged; axe-core clean at 1280 and 390 px", opts, async (t) => {
+  const stead = await startStead(t);
+  await brand(stead);
+  const green = await stead.startRefund("o-1001");
+  // A near-black accent: on a dark page it must be lifted to be seen.
+  await deployExample(stead, "refunds-dark-accent", (cfg) => {
+    cfg.branding = { name: "Night Owl Books", accentColor: "#14202e" };
+    cfg.agents.refunds.tools.refundOrder.label = "Refund";
+  });
+  const navy = await stead.startRefund("o-1002");
+  const token = (await stead.cli("token", "demo-user")).trim();
+
+  // Light, as before: the accent exactly as configured, a light surface.
+  const light = await openPage(t, browser, { width: 1280, height: 800 });
+  await light.emulateMedia({ colorScheme: "light" });
+  await light.goto(`${stead.url}/status/${navy.id}#token=${token}`);
+  await light.locator('#status[data-stead-status="awaiting-approval"]').waitFor();
+  await light.locator("#brand-name").getByText("Night Owl Books", { exact: true }).waitFor();
+  assert.equal(await light.evaluate(() => getComputedStyle(document.getElementById("brand")).borderBottomColor), "rgb(20, 32, 46)");
+  assert.equal(await light.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgb(246, 247, 249)");
+
+  for (const [width, height] of [[1280, 800], [390, 844]]) {
+    for (const [name, r, hue] of [["green", green, 1], ["navy", navy, 2]]) {
+      const page = await openPage(t, browser, { width, height });
+      await page.emulateMedia({ colorScheme: "dark" });
+      await page.goto(`${stead.url}/status/${r.id}#token=${token}`);
+      const box = page.locator('#status[data-stead-status="awaiting-approval"]');
+      await box.getByText(/^Waiting for approval of Refund/).waitFor();
+      const look = await page.evaluate(() => {
+        const cs = (el) => getComputedStyle(el);
+        const brandEl = document.getElementById("brand"), statusBox = document.querySelector(".stead-status");
+        return {
+          body: cs(document.body).backgroundColor, text: cs(document.body).color, scheme: cs(document.documentElement).colorScheme,
+          header: cs(brandEl).backgroundColor, accent: cs(brandEl).borderBottomColor,
+          box: cs(statusBox).backgroundColor, boxAccent: cs(statusBox).borderTopColor,
+        };
+      });
+      assert.equal(look.body, "rgb(13, 17, 23)", `the status page's dark background (${name}, ${width}px)`);
+      assert.equal(look.text, "rgb(230, 237, 243)");
+      assert.match(look.scheme, /dark/);
+      // The accent against the header it underlines, and against the status box it tops.
+      const c = await colours(page, look.accent, look.header, look.body);
+      assert.ok(c.contrast.every((x) => x >= 3), `the ${name} accent ${look.accent} is not readable on the dark page: ${c.contrast}`);
+      const [rgb] = c.rgb;
+      assert.equal(rgb.indexOf(Math.max(...rgb)), hue, `the ${name} accent lost its hue: ${rgb}`);
+      const b = await colours(page, look.boxAccent, look.box);
+      assert.ok(b.contrast[0] >= 3, `the ${name} accent on the status box: ${b.contrast[0]}`);
+      assert.deepEqual(await axeProblems(page), [], `axe: the status page in dark (${name}, ${width}px)`);
+      await screenshot(page, `status-dark-${name}-${width}`);
+    }
+
+    // embed.js on another origin's page, dark.
+    const template = await readFile(fileURLToPath(new URL("fixtures/embed-example.html", import.meta.url)), "utf8");
+    const html = template.replaceAll("{{STEAD_URL}}", stead.url).replaceAll("{{RUN_ID}}", navy.id).replaceAll("{{CUSTOMER_TOKEN}}", token);
+    const site = await serveStatic(t, html);
+    const embed = await openPage(t, browser, { width, height });
+    await embed.emulateMedia({ colorScheme: "dark" });
+    await embed.goto(site);
+    await embed.locator('#refund-status [data-state="awaiting-approval"]').getByText(/^Waiting for approval of Refund/).waitFor();
+    await until("the embed's dark look", () => embed.evaluate(() => getComputedStyle(document.querySelector(".stead-status")).backgroundColor === "rgb(43, 33, 17)"));
+    const look = await embed.evaluate(() => {
+      const cs = getComputedStyle(document.querySelector(".stead-status"));
+      return { bg: cs.backgroundColor, text: cs.color, accent: cs.borderTopColor, detail: getComputedStyle(document.querySelector(".stead-status__detail")).color };
+    });
+    const c = await colours(embed, look.accent, look.bg);
+    assert.ok(c.contrast[0] >= 3, `the embed's accent ${look.accent} on ${look.bg}: ${c.contrast[0]}`);
+    assert.equal(c.rgb[0].indexOf(Math.max(...c.rgb[0])), 2, `the embed's accent lost its hue: ${c.rgb[0]}`);
+    assert.ok((await colours(embed, look.text, look.bg)).contrast[0] >= 4.5, "the embed's text on its dark background");
+    assert.deepEqual(await axeProblems(embed), [], `axe: embed.js in dark (${width}px)`);
+    await screenshot(embed, `status-dark-embed-${width}`);
+  }
+
+  // Done, in dark at 390 px.
+  await stead.cli("approve", green.approval.id);
+  const done = await openPage(t, browser, { width: 390, height: 844 });
+  await done.emulateMedia({ colorScheme: "dark" });
+  await done.goto(`${stead.url}/status/${green.id}#token=${token}`);
+  await done.locator('#status[data-stead-status="succeeded"]').getByText("Done", { exact: true }).waitFor();
+  assert.equal(await done.evaluate(() => getComputedStyle(document.querySelector(".stead-status")).backgroundColor), "rgb(16, 38, 26)");
+  assert.deepEqual(await axeProblems(done), [], "axe: the status page, done, in dark");
+  await screenshot(done, "status-dark-done-390");
+});
+
 test("the inbox by keyboard: j/k move, x selects, a approves, d denies, e edits (and keys typed into the editor stay there)", opts, async (t) => {
   const stead = await startStead(t);
   const runs = [];
