@@ -17,6 +17,14 @@
 // credential may see of a record is checked again by the engine, which gets
 // the caller as an approvals.Actor.
 //
+// openapi.json is the published contract of these routes (OpenAPI 3.1,
+// served at GET /v1/openapi.json). It is written by hand and checked
+// against the handlers, not generated from them: the package's tests
+// validate every request and response they make against it and fail on an
+// undocumented route, field, status or header, and on a documented
+// operation no test exercised (contract_test.go says why). A route added
+// here needs its operation there, and a test.
+//
 // Routes (all JSON unless said otherwise):
 //
 //	GET    /healthz                               no credential

@@ -23,6 +23,7 @@ func (w *world) from(remote, key string) *response {
 	}
 	rec := httptest.NewRecorder()
 	w.api.ServeHTTP(rec, req)
+	checkExchange(w.t, exchange{req: req, status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()})
 	return &response{t: w.t, req: "GET /v1/runs from " + remote, status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,8 +28,23 @@ import (
 	"stead/store/fsblob"
 )
 
+// TestMain runs the tests, then fails the run for a documented operation
+// no test exercised (contract_test.go) and for leaked goroutines.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if code == 0 {
+		if err := checkCoverage(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // testHandlers is the bundle every test deploys. leakToken hands the run's
@@ -291,8 +307,11 @@ func (w *world) request(method, path, key string, body any, headers ...string) *
 	return req
 }
 
+// send makes the request and checks the exchange against openapi.json
+// (checkExchange): every request a test makes through the harness does.
 func (w *world) send(req *http.Request) *response {
 	w.t.Helper()
+	reqBody := w.readRequestBody(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
@@ -302,7 +321,24 @@ func (w *world) send(req *http.Request) *response {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	checkExchange(w.t, exchange{req: req, reqBody: reqBody, status: resp.StatusCode, header: resp.Header, body: b})
 	return &response{t: w.t, req: req.Method + " " + req.URL.RequestURI(), status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// readRequestBody reads req's body for the contract check and puts it back.
+func (w *world) readRequestBody(req *http.Request) []byte {
+	w.t.Helper()
+	if req.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return b
 }
 
 func (w *world) do(method, path, key string, body any, headers ...string) *response {
@@ -400,6 +436,7 @@ func (w *world) stream(path, key string, headers ...string) *sseStream {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		w.t.Fatalf("stream content type %q", ct)
 	}
+	checkExchange(w.t, exchange{req: req, status: resp.StatusCode, header: resp.Header, stream: true})
 	s := &sseStream{t: w.t, resp: resp, lines: bufio.NewScanner(resp.Body), cancel: cancel}
 	w.t.Cleanup(s.close)
 	return s
