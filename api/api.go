@@ -29,6 +29,7 @@
 //
 //	GET    /healthz                               no credential
 //	GET    /v1/openapi.json                       no credential (this API's OpenAPI 3.1 document; openapi.go)
+//	GET    /v1/me                                 every key and customer token (who the credential is)
 //	PATCH  /v1/me/notifications                   owner, developer, approver, viewer (their own member's)
 //	POST   /v1/deployments                        owner, developer
 //	GET    /v1/deployments                        owner, developer
@@ -52,6 +53,16 @@
 //	GET    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
 //	PUT    /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
 //	DELETE /v1/broker/{collection}/{key}          owner, developer (?endUserId=), broker token
+//	POST   /v1/members                            owner (a key shown once with --key)
+//	GET    /v1/members                            owner, developer, approver, viewer
+//	GET    /v1/members/{id}                       owner, developer, approver, viewer
+//	PATCH  /v1/members/{id}                       owner
+//	DELETE /v1/members/{id}                       owner
+//	POST   /v1/groups                             owner
+//	GET    /v1/groups                             owner, developer, approver, viewer
+//	GET    /v1/groups/{name}                      owner, developer, approver, viewer
+//	PATCH  /v1/groups/{name}                      owner
+//	DELETE /v1/groups/{name}                      owner
 //	POST   /v1/keys                               owner
 //	GET    /v1/keys                               owner
 //	DELETE /v1/keys/{id}                          owner
