@@ -29,7 +29,7 @@
 //
 //	GET    /healthz                               no credential
 //	GET    /v1/openapi.json                       no credential (this API's OpenAPI 3.1 document; openapi.go)
-//	GET    /v1/me                                 every key and customer token (who the credential is)
+//	GET    /v1/me                                 owner, developer, approver, viewer, customer (who the credential is)
 //	PATCH  /v1/me/notifications                   owner, developer, approver, viewer (their own member's)
 //	POST   /v1/deployments                        owner, developer
 //	GET    /v1/deployments                        owner, developer
