@@ -258,7 +258,8 @@ func subset(a, b []string) bool {
 		return false
 	}
 	for _, t := range a {
-		if !slices.Contains(b, t) && !(t == "integer" && slices.Contains(b, "number")) {
+		asNumber := t == "integer" && slices.Contains(b, "number")
+		if !slices.Contains(b, t) && !asNumber {
 			return false
 		}
 	}
