@@ -325,7 +325,7 @@ func (n *Notifier) deliveries(ctx context.Context, eps []store.Endpoint, run sto
 			return nil, err
 		}
 		data.EscalatedTo = ev.group
-		body, err := json.Marshal(Payload{Type: ev.Type, Timestamp: ev.At.UTC(), Data: data})
+		body, err := json.Marshal(Payload{Version: PayloadVersion, Type: ev.Type, Timestamp: ev.At.UTC(), Data: data})
 		if err != nil {
 			return nil, err
 		}
@@ -358,10 +358,17 @@ func (n *Notifier) deliveries(ctx context.Context, eps []store.Endpoint, run sto
 
 // Payload is the body of every delivery.
 type Payload struct {
+	// Version is the payload's shape, PayloadVersion; a change a receiver
+	// could trip on comes with a new version.
+	Version   int       `json:"version"`
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
 	Data      Data      `json:"data"`
 }
+
+// PayloadVersion is the version of Payload's shape, in every payload; the
+// HTTP API's OpenAPI document (api/openapi.json, "webhooks") describes it.
+const PayloadVersion = 1
 
 // Data is what an event says: ids, the agent, the tool, the reason, the
 // deadline, who decided, and a console link; the tool's input only for
@@ -430,7 +437,7 @@ func (n *Notifier) data(ctx context.Context, ep store.Endpoint, run store.Run, e
 // not tried again: a ping is a check, not an event).
 func (n *Notifier) Ping(ctx context.Context, ep store.Endpoint, id string) (store.Delivery, error) {
 	now := n.cfg.Now()
-	body, err := json.Marshal(Payload{Type: Ping, Timestamp: now.UTC(), Data: Data{Message: "ping from Stead: this endpoint receives its project's events"}})
+	body, err := json.Marshal(Payload{Version: PayloadVersion, Type: Ping, Timestamp: now.UTC(), Data: Data{Message: "ping from Stead: this endpoint receives its project's events"}})
 	if err != nil {
 		return store.Delivery{}, err
 	}
@@ -680,7 +687,7 @@ func (n *Notifier) tellDisabled(ctx context.Context, ep store.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(Payload{Type: Disabled, Timestamp: ep.DisabledAt.UTC(), Data: Data{
+	body, err := json.Marshal(Payload{Version: PayloadVersion, Type: Disabled, Timestamp: ep.DisabledAt.UTC(), Data: Data{
 		WebhookID: ep.ID, WebhookURL: ep.URL,
 		Message: fmt.Sprintf("webhook %s (%s) was disabled: %s; enable it with stead webhooks enable %s", ep.ID, ep.URL, ep.DisabledReason, ep.ID),
 	}})

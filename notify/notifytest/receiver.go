@@ -22,8 +22,9 @@ type Request struct {
 	Body   []byte
 }
 
-// Receiver is a webhook receiver on loopback: it hands every request to
-// the test and answers with Status (200 unless set) and a short body.
+// Receiver is a webhook receiver on loopback: it checks every request's
+// body against the API's OpenAPI document (CheckPayload), hands it to the
+// test and answers with Status (200 unless set) and a short body.
 type Receiver struct {
 	// URL is where it receives: the server's address and path.
 	URL    string
@@ -40,6 +41,10 @@ func NewReceiver(t testing.TB, path string) *Receiver {
 	rc.Status.Store(http.StatusOK)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		// Every delivery is held to the published contract.
+		if err := CheckPayload(body); err != nil {
+			t.Errorf("webhook %s: %v\n%s", r.Header.Get("webhook-id"), err, body)
+		}
 		rc.got <- Request{Header: r.Header.Clone(), Body: body}
 		status := int(rc.Status.Load())
 		w.WriteHeader(status)
