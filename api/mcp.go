@@ -150,7 +150,8 @@ var mcpNames = []string{
 // value) before the SDK reads it, and refuses case variants of the
 // protocol's names in the message and its params, which the SDK's decoder
 // would match case-insensitively: one body read one way, by a proxy and by
-// Stead alike. The arguments are user data; the engine reads them strictly.
+// Stead alike. The arguments are user data: any names, held to the same
+// rules by the check of the whole body.
 func strictMCPBody(r *http.Request, limit int64) error {
 	data, err := readAll(r, limit)
 	if err != nil {
