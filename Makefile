@@ -35,7 +35,7 @@ dev: ## run Stead locally with the starter example (API, workers, sweeper on 127
 	$(GO) run ./cli/stead dev --example
 
 .PHONY: test
-test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry typescript test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
+test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry typescript ts-client test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 $(MAILPIT):
@@ -75,11 +75,20 @@ npm-registry: ## install the npx test's local registry (npm verdaccio) into npm/
 typescript: ## install the TypeScript compiler the stead init test checks the scaffold with into cli/testdata/typescript
 	cd cli/testdata/typescript && npm ci --no-audit --no-fund --loglevel=error
 
+# The TypeScript client of the HTTP API (@getstead/client, clients/typescript):
+# its dependencies (openapi-fetch; openapi-typescript and tsc to build it),
+# pinned in its package-lock.json. cli TestTypeScriptClient compiles it and
+# drives a gated run with it; it skips without it, and fails with CI=true.
+.PHONY: ts-client
+ts-client: ## install the TypeScript client's dependencies (clients/typescript)
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error
+
 # The npm packages: `npx getstead` runs the prebuilt stead of its platform
 # (package npm); the version is the VERSION file's.
 .PHONY: npm
-npm: ## build the getstead npm packages (the launcher and one per platform) as tarballs in dist/npm
+npm: ts-client ## build the npm packages as tarballs in dist/npm: getstead (the launcher and one per platform) and @getstead/client
 	$(GO) run ./npm/build -out dist/npm
+	cd clients/typescript && npm run build && npm pack --pack-destination ../../dist/npm
 
 # The MCP reference test server (npm @modelcontextprotocol/server-everything,
 # pinned in runtime/mcptool/testdata/tooling/package-lock.json) serves the
