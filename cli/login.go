@@ -41,7 +41,7 @@ mode 0600). Flags and STEAD_URL / STEAD_KEY still take precedence over it.`,
 			if _, err := url.ParseRequestURI(u); err != nil || !strings.HasPrefix(u, "http") {
 				return usagef("--url %q is not an http(s) URL; use e.g. %s", u, DefaultURL)
 			}
-			c := &client{set: settings{URL: u, URLFrom: "--url", Key: key, KeyFrom: "--key"}, http: a.env.HTTPClient}
+			c := a.clientOf(settings{URL: u, URLFrom: "--url", Key: key, KeyFrom: "--key"})
 			var me struct {
 				ProjectID string `json:"projectId"`
 				Role      string `json:"role"`
