@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"stead/approvals"
+	"stead/infra/localproc"
 	"stead/notify"
 	"stead/runtime/egress"
 	"stead/store"
@@ -54,10 +55,7 @@ func startReceiver(t *testing.T, secrets string) *receiver {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("notify/oracle has no node_modules (run make webhook-oracle): %v", err)
-		}
-		t.Skip("notify/oracle's npm packages are not installed (make webhook-oracle)")
+		localproc.Unavailable(t, "notify/oracle's npm packages are not installed (make webhook-oracle): %v", err)
 	}
 	cmd := exec.Command("node", filepath.Join(dir, "receiver.mjs"))
 	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+secrets)

@@ -16,6 +16,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"stead/infra/localproc"
 )
 
 // Version is the pinned @modelcontextprotocol/sdk.
@@ -34,17 +36,11 @@ func New(t testing.TB, url, key string) *Client {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(file)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("@modelcontextprotocol/sdk is not installed in api/mcpclient (make mcp-client): %v", err)
-		}
-		t.Skip("@modelcontextprotocol/sdk is not installed: run make mcp-client (npm ci in api/mcpclient)")
+		localproc.Unavailable(t, "@modelcontextprotocol/sdk is not installed: run make mcp-client (npm ci in api/mcpclient): %v", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node is not on PATH: %v", err)
-		}
-		t.Skip("node is not on PATH")
+		localproc.Unavailable(t, "node is not on PATH (apt-get install nodejs): %v", err)
 	}
 	return &Client{node: node, script: filepath.Join(dir, "client.mjs"), url: url, key: key}
 }

@@ -1,13 +1,15 @@
 // Package localproc has what the test servers' starters (infra/moto,
-// infra/mailpit) share: a free loopback port, and a buffer that keeps the
+// infra/mailpit, …) share: a free loopback port, a buffer that keeps the
 // tail of what a server printed, for the error that says why it did not
-// start.
+// start, and the rule for a component that is missing (Unavailable).
 package localproc
 
 import (
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"testing"
 )
 
 // FreePort returns a loopback TCP port nothing listens on now (it may be
@@ -47,4 +49,16 @@ func (b *Log) String() string {
 		return "…" + string(b.buf[len(b.buf)-b.Show:])
 	}
 	return string(b.buf)
+}
+
+// Unavailable is the one rule for a test whose real component (an
+// emulator, a server, an npm tool) is missing: it skips the test, and fails
+// it when CI=true, where the Makefile has installed everything.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }

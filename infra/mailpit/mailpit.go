@@ -111,11 +111,7 @@ func Start(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
-		msg := fmt.Sprintf("mailpit unavailable: %v; to run these tests: %s", err, HowToRun)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		localproc.Unavailable(t, "mailpit unavailable: %v; to run these tests: %s", err, HowToRun)
 	}
 	dir := t.TempDir()
 	var last error

@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"stead/infra/localproc"
 )
 
 // The emulator's module and the version Stead tests with.
@@ -63,16 +65,6 @@ const (
 	// is zero.
 	DefaultFunctionTimeout = 30 * time.Second
 )
-
-// unavailable skips t, or fails it when CI=true.
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
 
 // RepoRoot is the folder of the go.mod above the working directory.
 func RepoRoot(t testing.TB) string {
@@ -107,7 +99,7 @@ func Binary(t testing.TB) string {
 		return path
 	}
 	if err := build(binDir); err != nil {
-		unavailable(t, "the Lambda Runtime Interface Emulator is not in %s and could not be built: %v\nto install it: %s", binDir, err, HowToInstall)
+		localproc.Unavailable(t, "the Lambda Runtime Interface Emulator is not in %s and could not be built: %v\nto install it: %s", binDir, err, HowToInstall)
 	}
 	return path
 }

@@ -38,17 +38,11 @@ func StartEverything(t testing.TB) string {
 	dir := filepath.Join(filepath.Dir(file), "..", "testdata", "tooling")
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(entry); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("server-everything is not installed (make mcp-everything): %v", err)
-		}
-		t.Skip("server-everything is not installed: run make mcp-everything (npm ci in runtime/mcptool/testdata/tooling)")
+		localproc.Unavailable(t, "server-everything is not installed: run make mcp-everything (npm ci in runtime/mcptool/testdata/tooling): %v", err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node is not on PATH: %v", err)
-		}
-		t.Skip("node is not on PATH: apt-get install nodejs")
+		localproc.Unavailable(t, "node is not on PATH (apt-get install nodejs): %v", err)
 	}
 	var lastErr error
 	for range 3 { // a free port may be taken before the server binds it
