@@ -21,6 +21,7 @@ import (
 
 	"stead/api"
 	"stead/infra/testclock"
+	"stead/internal/eventschema"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store"
@@ -408,6 +409,22 @@ type sseEvent struct {
 	data      api.Event
 }
 
+// checkStreamMessage fails the test when an SSE message is not what the
+// OpenAPI document's StreamMessage says: its data an Event of a documented
+// kind, id its seq, event its type.
+func checkStreamMessage(t testing.TB, ev sseEvent, data []byte) {
+	t.Helper()
+	s, err := eventSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckMessage(ev.id, ev.event, data); err != nil {
+		t.Errorf("an event stream message the OpenAPI document does not describe: %v", err)
+	}
+}
+
+var eventSchemas = sync.OnceValues(func() (*eventschema.Schemas, error) { return eventschema.Load(api.OpenAPI) })
+
 // sseStream is an open event stream.
 type sseStream struct {
 	t      testing.TB
@@ -468,12 +485,14 @@ func (s *sseStream) waitEnd(d time.Duration, why string) {
 func (s *sseStream) next() (sseEvent, bool) {
 	s.t.Helper()
 	var ev sseEvent
+	var raw []byte
 	have := false
 	for s.lines.Scan() {
 		line := s.lines.Text()
 		switch {
 		case line == "":
 			if have {
+				checkStreamMessage(s.t, ev, raw)
 				return ev, true
 			}
 		case strings.HasPrefix(line, ":"):
@@ -483,7 +502,8 @@ func (s *sseStream) next() (sseEvent, bool) {
 		case strings.HasPrefix(line, "event: "):
 			ev.event, have = strings.TrimPrefix(line, "event: "), true
 		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data); err != nil {
+			raw = []byte(strings.TrimPrefix(line, "data: "))
+			if err := json.Unmarshal(raw, &ev.data); err != nil {
 				s.t.Fatalf("event data %q: %v", line, err)
 			}
 			have = true

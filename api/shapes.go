@@ -133,13 +133,21 @@ type Approval struct {
 	Note          string    `json:"note,omitempty"`
 }
 
-// Event is one line of a run's trace.
+// EventVersion is the version of the event schemas (the Event kinds of
+// openapi.json) every Event carries; it changes with any change to them a
+// reader could trip on.
+const EventVersion = 1
+
+// Event is one line of a run's trace: as JSON pages, as the data of each
+// message of the SSE stream, and as stead trace --json prints it.
 type Event struct {
-	Seq  int64           `json:"seq"`
-	Type string          `json:"type"`
-	At   time.Time       `json:"at"`
-	Step string          `json:"step,omitempty"`
-	Data json.RawMessage `json:"data"`
+	// Version is EventVersion.
+	Version int             `json:"version"`
+	Seq     int64           `json:"seq"`
+	Type    string          `json:"type"`
+	At      time.Time       `json:"at"`
+	Step    string          `json:"step,omitempty"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // Deployment is a deployed version.
@@ -460,7 +468,7 @@ func eventOf(e store.Event) Event {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
-	return Event{Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}
+	return Event{Version: EventVersion, Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}
 }
 
 // customerFields says which events an end user's customer token sees, and
@@ -508,7 +516,7 @@ func customerEventOf(e store.Event) (Event, bool) {
 	if err != nil {
 		return Event{}, false
 	}
-	return Event{Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}, true
+	return Event{Version: EventVersion, Seq: e.Seq, Type: e.Type, At: e.At, Step: e.Step, Data: data}, true
 }
 
 // eventFor is e as the caller may see it.

@@ -14,7 +14,9 @@
 // such line the CHANGELOG does not list for the coming release.
 //
 // It reads the subset of JSON Schema the document uses: $ref into
-// components, type (a name or a list), properties, required, items.
+// components, type (a name or a list), properties, required, items, and
+// oneOf, whose fields are those of every variant (a field's types those it
+// has in any variant, required when every variant requires it).
 package openapicompat
 
 import (
@@ -57,6 +59,7 @@ type schema struct {
 	Properties map[string]json.RawMessage `json:"properties"`
 	Required   []string                   `json:"required"`
 	Items      json.RawMessage            `json:"items"`
+	OneOf      []json.RawMessage          `json:"oneOf"`
 }
 
 var methods = []string{"get", "put", "post", "delete", "patch", "head", "options"}
@@ -171,10 +174,13 @@ func (d *doc) fields(raw json.RawMessage, prefix string, depth int) map[string]f
 	if !ok || depth > 8 {
 		return out
 	}
+	if len(s.OneOf) > 0 {
+		return d.variants(s.OneOf, prefix, depth)
+	}
 	for name, p := range s.Properties {
 		path := prefix + name
 		ps, _ := d.resolve(p)
-		out[path] = field{types: typeList(ps.Type), required: slices.Contains(s.Required, name)}
+		out[path] = field{types: d.types(ps, depth), required: slices.Contains(s.Required, name)}
 		for k, v := range d.fields(p, path+".", depth+1) {
 			out[k] = v
 		}
@@ -187,6 +193,64 @@ func (d *doc) fields(raw json.RawMessage, prefix string, depth int) map[string]f
 	if len(s.Items) > 0 && prefix == "" {
 		for k, v := range d.fields(s.Items, "[].", depth+1) {
 			out[k] = v
+		}
+	}
+	return out
+}
+
+// types are the types s allows: its type, or for a oneOf every type a
+// variant allows (nil, any, when one allows any).
+func (d *doc) types(s schema, depth int) []string {
+	if len(s.OneOf) == 0 || depth > 8 {
+		return typeList(s.Type)
+	}
+	var out []string
+	for _, v := range s.OneOf {
+		vs, _ := d.resolve(v)
+		ts := d.types(vs, depth+1)
+		if len(ts) == 0 {
+			return nil
+		}
+		for _, t := range ts {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// variants flattens a oneOf: each field of any variant, with the types it
+// has in any of them, required only when every variant requires it.
+func (d *doc) variants(oneOf []json.RawMessage, prefix string, depth int) map[string]field {
+	out := map[string]field{}
+	seen := map[string]int{}
+	for _, v := range oneOf {
+		for k, f := range d.fields(v, prefix, depth+1) {
+			seen[k]++
+			g, ok := out[k]
+			if !ok {
+				out[k] = f
+				continue
+			}
+			if len(g.types) > 0 && len(f.types) > 0 {
+				for _, t := range f.types {
+					if !slices.Contains(g.types, t) {
+						g.types = append(g.types, t)
+					}
+				}
+			} else {
+				g.types = nil // any
+			}
+			g.required = g.required && f.required
+			out[k] = g
+		}
+	}
+	for k, n := range seen {
+		if n < len(oneOf) {
+			f := out[k]
+			f.required = false
+			out[k] = f
 		}
 	}
 	return out

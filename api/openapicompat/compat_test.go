@@ -53,6 +53,11 @@ func TestBreaking(t *testing.T) {
 		{"an operation removed", `,
     "/v1/agents": {"get": {"responses": {"200": {"content": {"application/json": {"schema": {"type": "object"}}}}}}}`, ``,
 			[]string{"GET /v1/agents: operation removed"}},
+		{"an object split into oneOf variants keeps its fields", `"error": {"type": "object", "properties": {"stack": {"type": "string"}}}`,
+			`"error": {"oneOf": [{"type": "object", "properties": {"stack": {"type": "string"}}}, {"type": "object", "properties": {"code": {"type": "string"}}}]}`, nil},
+		{"a field only one variant had removed", `"error": {"type": "object", "properties": {"stack": {"type": "string"}}}`,
+			`"error": {"oneOf": [{"type": "object", "properties": {"code": {"type": "string"}}}, {"type": "object", "properties": {"line": {"type": "integer"}}}]}`,
+			[]string{"GET /v1/runs/{id} 200: response field error.stack removed"}},
 		{"a status removed", `,
       "404": {"$ref": "#/components/responses/NotFound"}`, ``, []string{"GET /v1/runs/{id}: response 404 removed"}},
 	} {

@@ -276,6 +276,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	if o.wrap != nil {
 		st = o.wrap(bolt)
 	}
+	st = checkedEvents{Store: st, t: t}
 	blobs, err := fsblob.Open(filepath.Join(dir, "blobs"))
 	if err != nil {
 		t.Fatal(err)

@@ -207,15 +207,22 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 		runErr := &store.RunError{Code: "cancelled", Message: "cancelled by " + actor.ID}
 		cancelled := event("run.cancelled", now, "", byActor(actor, map[string]any{}))
 		if r.Status == store.RunAwaitingApproval {
+			// Read first, to name the tool in the event (the decision then
+			// reads nothing more).
+			a, err := e.store.GetApproval(ctx, r.ApprovalID)
+			if err != nil {
+				return store.Run{}, fmt.Errorf("cancel run %s: read approval %s: %w", runID, r.ApprovalID, err)
+			}
 			_, r2, err := e.store.DecideApproval(ctx, store.DecideParams{
 				Decision: approvals.Decision{
 					ProjectID: r.ProjectID, ApprovalID: r.ApprovalID, Status: approvals.Cancelled,
 					By: actor.ID, ByName: actor.Name, Note: "run cancelled", At: now,
 				},
+				Read:      &a,
 				RunStatus: store.RunCancelled,
 				RunError:  runErr,
 				Events: []store.Event{
-					event("approval.cancelled", now, r.ApprovalID, byActor(actor, map[string]any{"approvalId": r.ApprovalID})),
+					event("approval.cancelled", now, a.StepID, byActor(actor, map[string]any{"approvalId": a.ID, "tool": a.Tool})),
 					cancelled,
 				},
 			})

@@ -1484,16 +1484,810 @@ export interface components {
             rememberedRule?: components["schemas"]["Rule"];
             notRemembered?: string;
         };
-        /** @description One line of a run's trace. */
-        Event: {
+        /** @description One line of a run's trace, by its type (see docs/openapi.md, Event kinds). Readers should ignore event types they do not know: new ones may be added without a new version. */
+        Event: components["schemas"]["RunCreatedEvent"] | components["schemas"]["RunStartedEvent"] | components["schemas"]["RunSucceededEvent"] | components["schemas"]["RunFailedEvent"] | components["schemas"]["RunCancelledEvent"] | components["schemas"]["StepStartedEvent"] | components["schemas"]["StepCompletedEvent"] | components["schemas"]["StepFailedEvent"] | components["schemas"]["StepRetryingEvent"] | components["schemas"]["ModelRespondedEvent"] | components["schemas"]["ModelRetriedEvent"] | components["schemas"]["ToolCalledEvent"] | components["schemas"]["ToolCompletedEvent"] | components["schemas"]["ToolFailedEvent"] | components["schemas"]["ToolRejectedEvent"] | components["schemas"]["ToolDeclinedEvent"] | components["schemas"]["ApprovalRequestedEvent"] | components["schemas"]["ApprovalVoteEvent"] | components["schemas"]["ApprovalApprovedEvent"] | components["schemas"]["ApprovalDeniedEvent"] | components["schemas"]["ApprovalExpiredEvent"] | components["schemas"]["ApprovalCancelledEvent"] | components["schemas"]["CostRecordedEvent"] | components["schemas"]["TrustLoweredEvent"] | components["schemas"]["LogEvent"];
+        /** @description One message of a run's event stream (GET /v1/runs/{id}/events with Accept: text/event-stream), in the Server-Sent Events format: `id: <seq>`, `event: <type>`, `data: <Event JSON>` and an empty line. The stream starts with `retry: 2000`; comment lines (`: heartbeat`) keep it open when idle. The schema describes one message, its fields as an object (as Speakeasy's and others' SSE convention reads a text/event-stream schema), not the stream's bytes. */
+        StreamMessage: {
+            /** @description The event's seq, in decimal; send it back as Last-Event-ID to resume. */
+            id: string;
+            /** @description The event's type. */
+            event: string;
+            data: components["schemas"]["Event"];
+        };
+        /** @description What the policy decided for a call: allow, ask (it waited for an approval), deny; or approved, the approval that let it through. */
+        PolicyVerdict: {
+            /** @enum {string} */
+            decision: "allow" | "ask" | "deny" | "approved";
+            /** @description Why, in words. */
+            reason?: string;
+            /** @description The remembered decision that let an asking call through, when one did. */
+            remembered?: string;
+            /** @description The approval that let it through (decision approved). */
+            approvalId?: string;
+            /** @description Who: the key or member id (a customer token never sees it). */
+            by?: string;
+            /** @description The member's name, when known. */
+            byName?: string;
+        };
+        /** @description Tokens as the model provider reported them. */
+        ModelUsage: {
+            tokensInput: number;
+            tokensOutput: number;
+            /** @description The cost the provider or gateway reported, when it did. */
+            reportedCostUsd?: number;
+        };
+        /** @description The run was created. A customer token sees it, with only agent. */
+        RunCreatedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
             seq: number;
-            /** @description run.created, run.started, step.started, step.completed, step.failed, approval.*, run.succeeded, run.failed, run.cancelled, … */
-            type: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run.created";
             /** Format: date-time */
             at: string;
+            /** @description The step it belongs to, if any. */
             step?: string;
-            /** @description The event's data; a customer token sees only some events and fields. */
-            data: Record<string, never>;
+            data: {
+                agent: string;
+                /** @description The deployment version the run is pinned to. */
+                deployment?: number;
+                endUserId?: string;
+                /** @description The run input. */
+                input?: unknown;
+                /** @description The tool of a one-call run (an MCP tools/call). */
+                tool?: string;
+                /** @description How a one-call run came: mcp:<MCP key id>. */
+                via?: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+            };
+        };
+        /** @description A worker took the run and started (or resumed) it. A customer token sees it, with only no fields. */
+        RunStartedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run.started";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @description The attempt, counted from 1. */
+                attempt?: number;
+                /** @description The index of the step it starts at, from 0. */
+                cursor?: number;
+                worker?: string;
+            };
+        };
+        /** @description The run ended with an output. A customer token sees it, with only no fields. */
+        RunSucceededEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run.succeeded";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @description The last step's output. */
+                output?: unknown;
+                costs?: components["schemas"]["Costs"];
+            };
+        };
+        /** @description The run ended with an error; code is a run failure code (kebab-case), e.g. approval-denied, approval-expired, timeout. A customer token sees it, with only code. */
+        RunFailedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run.failed";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                code: string;
+                message?: string;
+                /** @description The step it failed at. */
+                step?: string;
+                /** @description The handler's JavaScript stack, when it threw. */
+                stack?: string;
+                /** @description Where it threw: the bundle source file. */
+                file?: string;
+                line?: number;
+                column?: number;
+            };
+        };
+        /** @description The run was cancelled. A customer token sees it, with only no fields. */
+        RunCancelledEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "run.cancelled";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+            };
+        };
+        /** @description A step started: a tool step (tool, input, policy), an agent step (kind agent: model, tools, prompt) or a model step (kind model). A customer token sees it, with only tool. */
+        StepStartedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "step.started";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /**
+                 * @description The kind of step: absent for a tool step.
+                 * @enum {string}
+                 */
+                kind?: "agent" | "model";
+                tool?: string;
+                input?: unknown;
+                idempotencyKey?: string;
+                attempt?: number;
+                policy?: components["schemas"]["PolicyVerdict"];
+                /** @description The remote tool an MCP-backed tool calls. */
+                mcp?: {
+                    server: string;
+                    tool: string;
+                };
+                model?: string;
+                tools?: string[];
+                maxTurns?: number;
+                /** @enum {string} */
+                onDecline?: "fail" | "tell-model";
+                system?: string;
+                prompt?: string;
+                /**
+                 * @description What a model step asks for: text, or JSON its output schema admits.
+                 * @enum {string}
+                 */
+                output?: "text" | "json";
+            };
+        };
+        /** @description A step completed with its output; a completed step never runs again. A customer token sees it, with only tool. */
+        StepCompletedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "step.completed";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /**
+                 * @description The kind of step: absent for a tool step.
+                 * @enum {string}
+                 */
+                kind?: "agent" | "model";
+                tool?: string;
+                model?: string;
+                output?: unknown;
+                costs?: components["schemas"]["Costs"];
+                durationMs?: number;
+                idempotencyKey?: string;
+                /** @description The model turns an agent step used. */
+                turns?: number;
+                usage?: components["schemas"]["ModelUsage"];
+                stopReason?: string;
+                /** @description Model requests made, retries included. */
+                attempts?: number;
+            };
+        };
+        /** @description A step failed; run.failed follows. A customer token sees it, with only code. */
+        StepFailedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "step.failed";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                code: string;
+                message?: string;
+                /** @description The handler's JavaScript stack, when it threw. */
+                stack?: string;
+                /** @description Where it threw: the bundle source file. */
+                file?: string;
+                line?: number;
+                column?: number;
+            };
+        };
+        /** @description A step will be tried again: its sandbox crashed (code sandbox-crashed), or a fault not of the handler's making. A customer token does not see it. */
+        StepRetryingEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "step.retrying";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                tool: string;
+                attempt: number;
+                code?: string;
+                reason: string;
+            };
+        };
+        /** @description A model answered an agent step's turn. A customer token does not see it. */
+        ModelRespondedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "model.responded";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                model: string;
+                turn: number;
+                content: string;
+                toolCalls: {
+                    /** @description Stead's id of the call: <turn>.<index>. */
+                    callId: string;
+                    /** @description The provider's id of the call. */
+                    id: string;
+                    name: string;
+                    /** @description The arguments, as the model wrote them. */
+                    arguments: string;
+                }[];
+                usage: components["schemas"]["ModelUsage"];
+                costs: components["schemas"]["Costs"];
+                stopReason: string;
+                attempts: number;
+                durationMs: number;
+            };
+        };
+        /** @description A model request failed and is tried again after waitMs. A customer token does not see it. */
+        ModelRetriedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "model.retried";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                model: string;
+                attempt: number;
+                waitMs: number;
+                error: string;
+                /** @description The HTTP status, when there was one. */
+                status?: number;
+                turn?: number;
+            };
+        };
+        /** @description A tool call the model proposed in an agent step is running. A customer token does not see it. */
+        ToolCalledEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool.called";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                callId: string;
+                providerCallId?: string;
+                tool: string;
+                input: unknown;
+                idempotencyKey: string;
+                attempt: number;
+                policy: components["schemas"]["PolicyVerdict"];
+                /** @description The remote tool an MCP-backed tool calls. */
+                mcp?: {
+                    server: string;
+                    tool: string;
+                };
+            };
+        };
+        /** @description A model-proposed tool call returned; the model was sent its result. A customer token does not see it. */
+        ToolCompletedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool.completed";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                callId: string;
+                tool: string;
+                output: unknown;
+                costs: components["schemas"]["Costs"];
+                durationMs: number;
+                idempotencyKey: string;
+                /** @description The result came from outside (an external tool, or markUntrusted). */
+                untrusted: boolean;
+                /** @description The model was sent a shortened result. */
+                truncated: boolean;
+                resultBytes: number;
+            };
+        };
+        /** @description A model-proposed tool call failed; the model was told. A customer token does not see it. */
+        ToolFailedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool.failed";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                callId: string;
+                tool: string;
+                code: string;
+                message: string;
+                idempotencyKey?: string;
+                /** @description The handler's JavaScript stack, when it threw. */
+                stack?: string;
+                /** @description Where it threw: the bundle source file. */
+                file?: string;
+                line?: number;
+                column?: number;
+            };
+        };
+        /** @description A model-proposed tool call did not run: unknown tool, invalid arguments, or refused by policy. A customer token does not see it. */
+        ToolRejectedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool.rejected";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                callId: string;
+                tool: string;
+                /** @enum {string} */
+                reason: "unknown-tool" | "invalid-arguments" | "policy-denied";
+                message: string;
+                policy?: components["schemas"]["PolicyVerdict"];
+                input?: unknown;
+            };
+        };
+        /** @description A model-proposed call was denied or its approval expired, and the model was told (onDecline tell-model). A customer token does not see it. */
+        ToolDeclinedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "tool.declined";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                callId: string;
+                tool: string;
+                approvalId: string;
+                /** @enum {string} */
+                status: "denied" | "expired";
+                note?: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+            };
+        };
+        /** @description The run waits for an approval of this call. A customer token sees it, with only approvalId, tool, expiresAt. */
+        ApprovalRequestedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.requested";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool: string;
+                input?: unknown;
+                reason?: string;
+                /** Format: date-time */
+                expiresAt: string;
+                idempotencyKey?: string;
+                /** @description The call of an agent step. */
+                callId?: string;
+                separatedBy?: string;
+                /** @description A quorum's progress, in words. */
+                progress?: string;
+                approversOn?: string;
+            };
+        };
+        /** @description One approver of a quorum approved; more are needed. A customer token does not see it. */
+        ApprovalVoteEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.vote";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool: string;
+                note: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+                /** @description The edited input. */
+                input?: unknown;
+                originalInput?: unknown;
+                edited?: boolean;
+                progress: string;
+                votes: number;
+            };
+        };
+        /** @description The call was approved (with an edited input when edited); the run resumes. A customer token sees it, with only approvalId, tool. */
+        ApprovalApprovedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.approved";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool: string;
+                note?: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+                /** @description The edited input. */
+                input?: unknown;
+                originalInput?: unknown;
+                edited?: boolean;
+                progress?: string;
+                votes?: number;
+            };
+        };
+        /** @description The call was denied: the run fails with approval-denied, or the model is told (onDecline tell-model). A customer token sees it, with only approvalId, tool, note. */
+        ApprovalDeniedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.denied";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool: string;
+                /** @description The note; a customer token sees it only when the tool shows deny notes to customers. */
+                note?: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+                /** @description The note a customer may read (never shown as such to a customer token, which gets it as note). */
+                customerNote?: string;
+                /** @enum {string} */
+                onDecline?: "tell-model";
+            };
+        };
+        /** @description Nobody decided in time: the run fails with approval-expired, or the model is told. A customer token sees it, with only approvalId, tool, expiresAt. */
+        ApprovalExpiredEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.expired";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool: string;
+                /** Format: date-time */
+                expiresAt: string;
+                /** @enum {string} */
+                onDecline?: "tell-model";
+            };
+        };
+        /** @description The run was cancelled while it waited; its approval is cancelled. A customer token sees it, with only approvalId, tool. */
+        ApprovalCancelledEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "approval.cancelled";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                approvalId: string;
+                tool?: string;
+                /** @description Who: the key or member id (a customer token never sees it). */
+                by?: string;
+                /** @description The member's name, when known. */
+                byName?: string;
+            };
+        };
+        /** @description A cost was added to the run: a model answer (source model) or a handler (source handler, recordCost). A customer token does not see it. */
+        CostRecordedEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "cost.recorded";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @enum {string} */
+                source: "model" | "handler";
+                tool?: string;
+                model?: string;
+                /**
+                 * @description Where costUsd came from.
+                 * @enum {string}
+                 */
+                costUsdFrom?: "provider" | "prices" | "none";
+                costs: components["schemas"]["Costs"];
+                runCosts: components["schemas"]["Costs"];
+                callId?: string;
+                turn?: number;
+            };
+        };
+        /** @description The run became untrusted (one-way): from now on every write needs an approval. A customer token does not see it. */
+        TrustLoweredEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "trust.lowered";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @description What lowered it: tool:<name> or a markUntrusted origin. */
+                origin: string;
+            };
+        };
+        /** @description A line a handler logged with console.*. A customer token does not see it. */
+        LogEvent: {
+            /**
+             * @description The event schema version: 1. It changes with any change a reader could trip on.
+             * @constant
+             */
+            version: 1;
+            /** @description The position in the run's trace, from 1; the SSE id. */
+            seq: number;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "log";
+            /** Format: date-time */
+            at: string;
+            /** @description The step it belongs to, if any. */
+            step?: string;
+            data: {
+                /** @enum {string} */
+                level: "log" | "info" | "warn" | "error" | "debug";
+                message: string;
+            };
         };
         EventList: {
             events: components["schemas"]["Event"][];
@@ -2361,7 +3155,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventList"];
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["StreamMessage"];
                 };
             };
             400: components["responses"]["BadRequest"];
