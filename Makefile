@@ -75,20 +75,24 @@ npm-registry: ## install the npx test's local registry (npm verdaccio) into npm/
 typescript: ## install the TypeScript compiler the stead init test checks the scaffold with into cli/testdata/typescript
 	cd cli/testdata/typescript && npm ci --no-audit --no-fund --loglevel=error
 
-# The TypeScript client of the HTTP API (@getstead/client, clients/typescript):
-# its dependencies (openapi-fetch; openapi-typescript and tsc to build it),
-# pinned in its package-lock.json. cli TestTypeScriptClient compiles it and
-# drives a gated run with it; it skips without it, and fails with CI=true.
+# The HTTP API's JavaScript clients, one npm workspace (clients/package.json,
+# one clients/package-lock.json, the dependencies in clients/node_modules):
+# @getstead/client (clients/typescript: openapi-fetch; openapi-typescript
+# and tsc to build it) and @getstead/react (clients/react, on the client:
+# React; esbuild to bundle its browser test's app). cli TestTypeScriptClient
+# compiles the client and drives a gated run with it, and make test-browser
+# renders the React hook; they skip without it, and fail with CI=true.
 .PHONY: ts-client
-ts-client: ## install the TypeScript client's dependencies (clients/typescript)
-	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error
+ts-client: ## install the JavaScript clients' workspace (clients/: @getstead/client, @getstead/react)
+	cd clients && npm ci --no-audit --no-fund --loglevel=error
 
 # The npm packages: `npx getstead` runs the prebuilt stead of its platform
 # (package npm); the version is the VERSION file's.
 .PHONY: npm
-npm: ts-client ## build the npm packages as tarballs in dist/npm: getstead (the launcher and one per platform) and @getstead/client
+npm: ts-client ## build the npm packages as tarballs in dist/npm: getstead (the launcher and one per platform), @getstead/client and @getstead/react
 	$(GO) run ./npm/build -out dist/npm
-	cd clients/typescript && npm run build && npm pack --pack-destination ../../dist/npm
+	cd clients && npm run build -w @getstead/client -w @getstead/react && \
+		npm pack -w @getstead/client -w @getstead/react --pack-destination ../dist/npm
 
 # The MCP reference test server (npm @modelcontextprotocol/server-everything,
 # pinned in runtime/mcptool/testdata/tooling/package-lock.json) serves the
@@ -166,19 +170,20 @@ rie: $(RIE) ## build the Lambda Runtime Interface Emulator into bin/ (once)
 e2e-lambda: $(RIE) ## run the functions' real bootstraps under the Lambda emulator against moto_server (DynamoDB, S3)
 	$(GO) test -count=1 -v -run 'TestLambdaEndToEnd|TestRIE|TestQueue' ./functions/e2e/ ./infra/rie/
 
-# The console's real-browser tests (console/e2e): Debian's headless Chromium
-# driven by playwright-core, pinned in console/e2e/package-lock.json.
+# The real-browser tests: the console's (console/e2e) and @getstead/react's
+# useRun (clients/react/test, with console/e2e's harness): Debian's headless
+# Chromium driven by playwright-core, pinned in console/e2e/package-lock.json.
 E2E_DIR  := console/e2e
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: test-browser
-test-browser: $(MAILPIT) ## run the console's browser tests: headless Chromium against a real stead dev (screenshots: console/e2e/out/)
+test-browser: $(MAILPIT) ts-client ## run the browser tests (the console's, and @getstead/react's useRun): headless Chromium against a real stead dev (screenshots: console/e2e/out/)
 	@test -x $(CHROMIUM) || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 		else echo "$(CHROMIUM) is missing: sudo apt-get update && sudo apt-get install -y chromium (the tests skip without it, and fail with CI=true)"; fi; }
 	cd $(E2E_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) build -o $(BIN)/stead ./cli/stead
-	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead STEAD_MAILPIT=$(MAILPIT) node --test --test-reporter=spec console.test.js
+	cd $(E2E_DIR) && STEAD_BIN=$(BIN)/stead STEAD_MAILPIT=$(MAILPIT) node --test --test-reporter=spec console.test.js ../../clients/react/test/useRun.test.js
 
 # Fuzzing: each target (package:FuzzName) runs for FUZZTIME, one after
 # another. `make test` runs their committed seed corpora (testdata/fuzz/) as

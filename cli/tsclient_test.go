@@ -23,8 +23,10 @@ import (
 // events, resumed after an event, and an error as a typed object.
 func TestTypeScriptClient(t *testing.T) {
 	script := filepath.Join("..", "clients", "typescript", "dist-test", "test", "e2e.js")
-	if _, err := os.Stat(filepath.Join("..", "clients", "typescript", "node_modules", "openapi-fetch")); err != nil {
-		localproc.Unavailable(t, "clients/typescript is not installed: run make ts-client: %v", err)
+	// clients/ is one npm workspace: its dependencies are installed in
+	// clients/node_modules.
+	if _, err := os.Stat(filepath.Join("..", "clients", "node_modules", "openapi-fetch")); err != nil {
+		localproc.Unavailable(t, "clients/ is not installed: run make ts-client: %v", err)
 	}
 	e, tmp := newE2E(t)
 	addr := freeAddr(t)
@@ -52,6 +54,16 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "package.json")); err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Version != stead.Version() {
 		t.Errorf("@getstead/client's version is %q, VERSION says %q", pkg.Version, stead.Version())
+	}
+	// @getstead/react (clients/react, tested in make test-browser) is
+	// released with it, and depends on exactly it.
+	var react struct {
+		Version      string            `json:"version"`
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if b, err := os.ReadFile(filepath.Join("..", "clients", "react", "package.json")); err != nil || json.Unmarshal(b, &react) != nil ||
+		react.Version != stead.Version() || react.Dependencies["@getstead/client"] != stead.Version() {
+		t.Errorf("@getstead/react's version is %q and its @getstead/client %q, VERSION says %q", react.Version, react.Dependencies["@getstead/client"], stead.Version())
 	}
 	// Compiled here, with tsc --strict, as the document is now.
 	build := exec.Command("npm", "run", "--silent", "build-test")
