@@ -8,8 +8,9 @@
 // generating handlers from the document would make the HTTP edge a
 // second, generated owner of shapes that package api already owns. So
 // they are checked against each other, here, on every exchange the tests
-// make: the harness (w.send, w.stream, w.from) hands each request and
-// response to checkExchange, which fails the test that made it when the
+// make: the harness (w.send, w.stream, w.from, and the MCP Go SDK
+// client's checkedTransport) hands each request and response to
+// checkExchange, which fails the test that made it when the
 // route, a request or response field, a status, a query parameter or a
 // header is not in the document (libopenapi-validator for the schemas,
 // this file for parameters and headers, which the validator lets through

@@ -21,7 +21,7 @@ import (
 // with tasks, it declares the tasks extension.
 func (w *world) mcpClient(key string, tasks bool) *mcp.ClientSession {
 	w.t.Helper()
-	cs, err := mcpclient.ConnectGo(context.Background(), w.url+"/mcp", key, tasks)
+	cs, err := mcpclient.ConnectGo(context.Background(), w.url+"/mcp", key, mcpclient.GoOptions{Tasks: tasks, Transport: checkedTransport{t: w.t}})
 	if err != nil {
 		w.t.Fatalf("connect: %v", err)
 	}
@@ -434,4 +434,35 @@ func TestMCPOlderProtocol(t *testing.T) {
 	if res["isError"] == true || !strings.Contains(fmt.Sprint(res["content"]), `"user":"alice"`) {
 		t.Fatalf("tools/call answered %v", res)
 	}
+}
+
+// checkedTransport hands every exchange the Go SDK's client makes to
+// checkExchange, as the harness does with its own requests, so MCP traffic
+// is held to the document too.
+type checkedTransport struct{ t testing.TB }
+
+func (c checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var reqBody []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		reqBody = b
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	checkExchange(c.t, exchange{req: req, reqBody: reqBody, status: resp.StatusCode, header: resp.Header, body: body})
+	return resp, nil
 }

@@ -29,7 +29,7 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 	if err := d.call(ctx, http.MethodPost, "/v1/mcp-keys", body, &key); err != nil {
 		b.Fatal(err)
 	}
-	cs, err := mcpclient.ConnectGo(ctx, d.base+"/mcp", key.Key, false)
+	cs, err := mcpclient.ConnectGo(ctx, d.base+"/mcp", key.Key, mcpclient.GoOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

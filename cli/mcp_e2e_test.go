@@ -141,7 +141,7 @@ func TestMCPEndToEnd(t *testing.T) {
 
 	// The Go SDK's client, declaring the tasks extension: a gated call that
 	// outlives the wait is a task, which tasks/get follows once approved.
-	gocs, err := mcpclient.ConnectGo(ctx, "http://"+addr+"/mcp", key, true)
+	gocs, err := mcpclient.ConnectGo(ctx, "http://"+addr+"/mcp", key, mcpclient.GoOptions{Tasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,21 @@ import (
 // official client the tests drive POST /mcp with. It has no tasks support
 // yet (go-sdk#942): tasks/get and tasks/cancel are custom methods here.
 
+// GoOptions are ConnectGo's options.
+type GoOptions struct {
+	// Tasks declares the io.modelcontextprotocol/tasks extension on every
+	// request.
+	Tasks bool
+	// Transport makes the HTTP requests (http.DefaultTransport if nil): the
+	// api tests check each exchange against the OpenAPI document there.
+	Transport http.RoundTripper
+}
+
 // ConnectGo connects the Go SDK's client to endpoint with an MCP key sent
-// as Authorization: Bearer; with tasks, it declares the
-// io.modelcontextprotocol/tasks extension on every request.
-func ConnectGo(ctx context.Context, endpoint, key string, tasks bool) (*mcp.ClientSession, error) {
+// as Authorization: Bearer.
+func ConnectGo(ctx context.Context, endpoint, key string, o GoOptions) (*mcp.ClientSession, error) {
 	opts := &mcp.ClientOptions{}
-	if tasks {
+	if o.Tasks {
 		caps := &mcp.ClientCapabilities{}
 		caps.AddExtension("io.modelcontextprotocol/tasks", nil)
 		opts.Capabilities = caps
@@ -29,9 +38,13 @@ func ConnectGo(ctx context.Context, endpoint, key string, tasks bool) (*mcp.Clie
 	if err := mcp.AddSendingCustomMethod[*TaskParams, *Ack](c, "tasks/cancel"); err != nil {
 		return nil, err
 	}
+	base := o.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
 	return c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             endpoint,
-		HTTPClient:           &http.Client{Transport: Bearer{Key: key, Base: http.DefaultTransport}},
+		HTTPClient:           &http.Client{Transport: Bearer{Key: key, Base: base}},
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}, nil)

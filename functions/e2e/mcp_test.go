@@ -194,7 +194,7 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 
 	// The Go SDK's client with the tasks extension: a task, followed by
 	// tasks/get to its result once approved on the other instance.
-	gocs, err := mcpclient.ConnectGo(ctx, callerURL+"/mcp", key.Key, true)
+	gocs, err := mcpclient.ConnectGo(ctx, callerURL+"/mcp", key.Key, mcpclient.GoOptions{Tasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2591,6 +2591,17 @@ export interface components {
             /** @constant */
             jsonrpc?: "2.0";
         };
+        /** @description A JSON-RPC 2.0 error response: the MCP server could not serve the request (an unknown tool or method, invalid params). */
+        JSONRPCErrorResponse: {
+            /** @constant */
+            jsonrpc: "2.0";
+            id?: string | number | null;
+            error: {
+                code: number;
+                message: string;
+                data?: unknown;
+            };
+        };
         /** @description What an event says. Approval events carry the approval's fields; run events the run's; input only for an endpoint with includeInput. */
         WebhookData: {
             runId?: string;
@@ -4292,7 +4303,16 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description invalid_argument: Stead refused the request before the MCP server read it (details.fields names the field), as an error document; or the MCP server answered a request it could not serve (an unknown tool, invalid params) with a JSON-RPC error response. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"] | components["schemas"]["JSONRPCErrorResponse"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
