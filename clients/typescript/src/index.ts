@@ -154,18 +154,28 @@ async function* parseEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<Ev
   const decoder = new TextDecoder();
   let buf = "";
   let data: string[] = [];
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, "");
-      buf = buf.slice(nl + 1);
-      if (line === "") {
-        if (data.length > 0) yield JSON.parse(data.join("\n")) as Event;
-        data = [];
-      } else if (line.startsWith("data:")) {
-        data.push(line.slice(5).replace(/^ /, ""));
+  // A reader loop, not for-await over the stream: Safari's ReadableStream
+  // is not async-iterable. An early return (the caller stopped reading)
+  // cancels the stream.
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buf += decoder.decode(value, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).replace(/\r$/, "");
+        buf = buf.slice(nl + 1);
+        if (line === "") {
+          if (data.length > 0) yield JSON.parse(data.join("\n")) as Event;
+          data = [];
+        } else if (line.startsWith("data:")) {
+          data.push(line.slice(5).replace(/^ /, ""));
+        }
       }
     }
+  } finally {
+    await reader.cancel().catch(() => {});
   }
 }
