@@ -100,6 +100,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/runtime/engine"
 	"stead/store"
@@ -479,7 +480,7 @@ type meResponse struct {
 	EndUserID  string `json:"endUserId,omitempty"`
 	// Notify are the member's notification settings (PATCH
 	// /v1/me/notifications changes them).
-	Notify *NotifySettings `json:"notify,omitempty"`
+	Notify *wire.NotifySettings `json:"notify,omitempty"`
 }
 
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }

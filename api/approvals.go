@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/runtime/engine"
 	"stead/store"
@@ -32,7 +33,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c *caller
 	if err != nil {
 		return err
 	}
-	out := ApprovalList{Approvals: make([]Approval, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.ApprovalList{Approvals: make([]wire.Approval, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, a := range page.Items {
 		out.Approvals = append(out.Approvals, approvalOf(a))
 	}
@@ -78,8 +79,8 @@ type rememberRequest struct {
 
 // approveResponse is the approved approval and, with remember, the rule.
 type approveResponse struct {
-	Approval
-	RememberedRule *Rule `json:"rememberedRule,omitempty"`
+	wire.Approval
+	RememberedRule *wire.Rule `json:"rememberedRule,omitempty"`
 	// NotRemembered says why an approval that went through remembered
 	// nothing (rare: the rule failed after the decision).
 	NotRemembered string `json:"notRemembered,omitempty"`

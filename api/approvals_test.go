@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 func TestApproveWithEditedInput(t *testing.T) {
@@ -22,7 +23,7 @@ func TestApproveWithEditedInput(t *testing.T) {
 	if e.Code != api.CodeInvalidArgument || !strings.Contains(fmt.Sprint(e.Details["fields"]), "field:input.amount message:must be a number") {
 		t.Fatalf("invalid edit: %s", resp.body)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+id, w.owner, nil), 200).decode(&a)
 	if a.Status != "pending" {
 		t.Fatalf("approval is %s after a refused edit", a.Status)
@@ -44,7 +45,7 @@ func TestDeny(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200).decode(&a)
 	if a.Status != "denied" || a.Note != "not eligible" {
 		t.Fatalf("denied: %+v", a)
@@ -130,7 +131,7 @@ func TestApproveExpired(t *testing.T) {
 	if got.Status != "failed" || got.Error == nil || got.Error.Code != "approval-expired" {
 		t.Fatalf("run %+v", got)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.Status != "expired" {
 		t.Errorf("approval %s", a.Status)
@@ -152,9 +153,9 @@ func TestListApprovals(t *testing.T) {
 	third := w.awaiting("carol")
 	w.must(w.do("POST", "/v1/approvals/"+third.Approval.ID+"/deny", w.owner, nil), 200)
 
-	list := func(q string) []api.Approval {
+	list := func(q string) []wire.Approval {
 		t.Helper()
-		var l api.ApprovalList
+		var l wire.ApprovalList
 		w.must(w.do("GET", "/v1/approvals"+q, w.developer, nil), 200).decode(&l)
 		return l.Approvals
 	}

@@ -3,10 +3,9 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"stead/api/wire"
 	"strings"
 	"testing"
-
-	"stead/api"
 )
 
 // Approve with "remember": a refused remember is a 400 naming the field and
@@ -32,13 +31,13 @@ func TestApproveAndRemember(t *testing.T) {
 			t.Errorf("remember %v: %s %v", tc.remember, e.Message, e.Details)
 		}
 	}
-	var a api.Approval
+	var a wire.Approval
 	if w.must(w.do("GET", "/v1/approvals/"+id, w.owner, nil), 200).decode(&a); a.Status != "pending" {
 		t.Fatalf("after refused remembers the approval is %s", a.Status)
 	}
 	var got struct {
-		api.Approval
-		RememberedRule *api.Rule `json:"rememberedRule"`
+		wire.Approval
+		RememberedRule *wire.Rule `json:"rememberedRule"`
 	}
 	w.must(w.do("POST", "/v1/approvals/"+id+"/approve", w.owner, map[string]any{"remember": map[string]any{"for": "2h"}}), 200).decode(&got)
 	if got.Status != "approved" || got.RememberedRule == nil || got.RememberedRule.ApprovalID != id || got.RememberedRule.Scope != "any" ||

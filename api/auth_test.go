@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/notify/notifytest"
 )
 
@@ -46,19 +47,19 @@ func (w *world) credentialOf(p string) string {
 // matrixFixture holds records of project A the matrix reads. Routes that
 // change something make their own fresh record per cell.
 type matrixFixture struct {
-	aliceRun  api.Run // awaiting approval, end user alice
-	aliceDone api.Run // succeeded, end user alice
-	bobRun    api.Run // succeeded, end user bob
-	member    string  // a member of project A
-	group     string  // a group of project A
-	webhook   string  // a webhook endpoint of project A
-	delivery  string  // a delivery of webhook (a ping)
+	aliceRun  wire.Run // awaiting approval, end user alice
+	aliceDone wire.Run // succeeded, end user alice
+	bobRun    wire.Run // succeeded, end user bob
+	member    string   // a member of project A
+	group     string   // a group of project A
+	webhook   string   // a webhook endpoint of project A
+	delivery  string   // a delivery of webhook (a ping)
 }
 
 // newMember adds a viewer member to project A and returns its id.
 func (w *world) newMember(name string) string {
 	w.t.Helper()
-	var m api.Member
+	var m wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": name, "role": "viewer"}), 201).decode(&m)
 	return m.ID
 }
@@ -70,7 +71,7 @@ var groupSeq atomic.Int64
 // name.
 func (w *world) newGroup(members ...string) string {
 	w.t.Helper()
-	var g api.Group
+	var g wire.Group
 	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": fmt.Sprintf("group-%d", groupSeq.Add(1)), "members": members}), 201).decode(&g)
 	return g.Name
 }
@@ -276,7 +277,7 @@ func TestCustomerCannotApprove(t *testing.T) {
 	if msg := resp.apiErr().Message; !strings.Contains(msg, "Customers cannot approve their own actions") {
 		t.Errorf("message %q", msg)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.Status != "pending" {
 		t.Errorf("approval is %s after a customer's attempt, want pending", a.Status)
@@ -289,14 +290,14 @@ func TestCustomerTokenScope(t *testing.T) {
 	alice := w.awaiting("alice")
 	bob := w.wait(w.start("plain", "bob", nil).ID, "terminal")
 
-	var list api.RunList
+	var list wire.RunList
 	w.must(w.do("GET", "/v1/runs", w.customer, nil), 200).decode(&list)
 	if len(list.Runs) != 1 || list.Runs[0].ID != alice.ID {
 		t.Fatalf("customer lists %+v, want only %s", list.Runs, alice.ID)
 	}
 	w.must(w.do("GET", "/v1/runs?endUserId=bob", w.customer, nil), 403)
 
-	var run api.Run
+	var run wire.Run
 	w.must(w.do("GET", "/v1/runs/"+alice.ID, w.customer, nil), 200).decode(&run)
 	if run.Status != "awaiting-approval" || run.Approval == nil || run.Approval.Tool != "refundOrder" {
 		t.Errorf("customer sees %+v, want awaiting-approval on refundOrder", run)
@@ -328,7 +329,7 @@ func TestCustomerTokenScope(t *testing.T) {
 	// TTL limits.
 	w.must(w.do("POST", "/v1/customer-tokens", w.owner, map[string]any{"endUserId": "alice", "ttlSeconds": 90000}), 400)
 	w.must(w.do("POST", "/v1/customer-tokens", w.owner, map[string]any{"ttlSeconds": 60}), 400)
-	var tok api.CustomerToken
+	var tok wire.CustomerToken
 	w.must(w.do("POST", "/v1/customer-tokens", w.owner, map[string]any{"endUserId": "carol"}), 201).decode(&tok)
 	if want := w.clock.Now().Add(time.Hour); !tok.ExpiresAt.Equal(want) || tok.EndUserID != "carol" {
 		t.Errorf("token %+v, want default expiry %s", tok, want)
@@ -338,7 +339,7 @@ func TestCustomerTokenScope(t *testing.T) {
 func TestAPIKeys(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var k api.APIKey
+	var k wire.APIKey
 	resp := w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": "ci"}), 201)
 	resp.decode(&k)
 	if !strings.HasPrefix(k.Key, api.KeyPrefix) || k.Role != "developer" || !strings.HasPrefix(k.Key, k.Prefix) || len(k.Prefix) < 8 {
@@ -359,7 +360,7 @@ func TestAPIKeys(t *testing.T) {
 	w.must(w.do("DELETE", "/v1/keys/key_nope", w.owner, nil), 404)
 
 	// The last owner key cannot be revoked.
-	var keys api.KeyList
+	var keys wire.KeyList
 	w.must(w.do("GET", "/v1/keys", w.owner, nil), 200).decode(&keys)
 	var ownerID string
 	for _, k := range keys.Keys {
@@ -391,7 +392,7 @@ func TestBrokerToken(t *testing.T) {
 	if run.Status != "awaiting-approval" {
 		t.Fatalf("leak run is %s", run.Status)
 	}
-	var rec api.BrokerRecord
+	var rec wire.BrokerRecord
 	w.must(w.do("GET", "/v1/broker/secrets/token?endUserId=alice", w.owner, nil), 200).decode(&rec)
 	var reversed string
 	if err := json.Unmarshal(rec.Value, &reversed); err != nil {
@@ -409,7 +410,7 @@ func TestBrokerToken(t *testing.T) {
 	// Its own scope, while the run is active.
 	w.must(w.do("PUT", "/v1/broker/orders/o-9", token, map[string]any{"value": map[string]any{"id": "o-9"}}), 200)
 	w.must(w.do("GET", "/v1/broker/orders/o-9?endUserId=alice", w.owner, nil), 200)
-	var page api.BrokerList
+	var page wire.BrokerList
 	w.must(w.do("GET", "/v1/broker/orders", token, nil), 200).decode(&page)
 	if len(page.Records) != 1 || page.Records[0].Key != "o-9" || page.Records[0].EndUserID != "alice" {
 		t.Errorf("broker list %+v", page.Records)
@@ -439,7 +440,7 @@ func TestBrokerRoutes(t *testing.T) {
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"amount": 5}}), 200)
 	// End users are separate.
 	w.must(w.do("GET", "/v1/broker/orders/o-1?endUserId=bob", w.owner, nil), 404)
-	var rec api.BrokerRecord
+	var rec wire.BrokerRecord
 	w.must(w.do("GET", "/v1/broker/orders/o-1?endUserId=alice", w.developer, nil), 200).decode(&rec)
 	if string(rec.Value) != `{"amount":5}` || rec.Collection != "orders" || rec.Key != "o-1" {
 		t.Errorf("record %+v", rec)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store/boltstore"
@@ -98,7 +99,7 @@ func BenchmarkHTTPApprovalLatency(b *testing.B) {
 	var toAwaiting, toResumed []time.Duration
 	for b.Loop() {
 		for range runs {
-			var run api.Run
+			var run wire.Run
 			t0 := time.Now()
 			call("POST", "/v1/agents/refunds/runs?wait=10s", map[string]any{"input": map[string]any{}, "endUserId": "u1"}, &run)
 			toAwaiting = append(toAwaiting, time.Since(t0))

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"stead/api/wire"
 	"stead/store"
 	"stead/strictjson"
 )
@@ -121,13 +122,13 @@ func size(n int64) string {
 // query reads query parameters, collecting every problem.
 type query struct {
 	v        url.Values
-	problems []FieldProblem
+	problems []wire.FieldProblem
 }
 
 func newQuery(r *http.Request) *query { return &query{v: r.URL.Query()} }
 
 func (q *query) bad(field, format string, args ...any) {
-	q.problems = append(q.problems, FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	q.problems = append(q.problems, wire.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 func (q *query) str(name string) string { return q.v.Get(name) }

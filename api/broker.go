@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"stead/api/wire"
 	"stead/store"
 )
 
@@ -126,7 +127,7 @@ func (s *Server) listBroker(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	out := BrokerList{Records: make([]BrokerRecord, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.BrokerList{Records: make([]wire.BrokerRecord, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, rec := range page.Items {
 		out.Records = append(out.Records, brokerOf(rec))
 	}

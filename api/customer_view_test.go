@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 // An edited input is checked as approve would check it, and nothing is
@@ -29,7 +30,7 @@ func TestCheckInput(t *testing.T) {
 	w.must(w.do("POST", "/v1/approvals/apr_nosuch/check-input", w.owner, map[string]any{"input": map[string]any{}}), 404)
 	w.must(w.do("POST", path, w.newKey("viewer").Key, map[string]any{"input": map[string]any{"orderId": "o-1", "amount": 3}}), 403)
 
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.Status != "pending" {
 		t.Errorf("after checks the approval is %s, want pending", a.Status)
@@ -50,16 +51,16 @@ func TestCustomerRunBrandingAndLabel(t *testing.T) {
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": cfg}), 201)
 	run := w.awaiting("alice")
 
-	var seen api.Run
+	var seen wire.Run
 	w.must(w.do("GET", "/v1/runs/"+run.ID, w.customerToken("alice", 60), nil), 200).decode(&seen)
-	want := api.Branding{Name: "Acme Shop", LogoURL: "https://shop.example/logo.svg", AccentColor: "#0a7d5a"}
+	want := wire.Branding{Name: "Acme Shop", LogoURL: "https://shop.example/logo.svg", AccentColor: "#0a7d5a"}
 	if seen.Branding == nil || *seen.Branding != want {
 		t.Errorf("customer branding = %+v, want %+v", seen.Branding, want)
 	}
 	if seen.Approval == nil || seen.Approval.Label != "Refund" || seen.Approval.Tool != "refundOrder" {
 		t.Errorf("customer approval = %+v, want tool refundOrder labelled Refund", seen.Approval)
 	}
-	var owner api.Run
+	var owner wire.Run
 	w.must(w.do("GET", "/v1/runs/"+run.ID, w.owner, nil), 200).decode(&owner)
 	if owner.Branding != nil || owner.Approval == nil || owner.Approval.Label != "" {
 		t.Errorf("owner view: branding %+v, approval %+v; want neither label nor branding", owner.Branding, owner.Approval)

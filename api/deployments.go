@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	"stead/api/wire"
 	"stead/runtime/engine"
 	"stead/strictjson"
 )
@@ -35,27 +36,27 @@ func (s *Server) createDeployment(w http.ResponseWriter, r *http.Request, c *cal
 	if err := readBody(r, 2*s.cfg.MaxBundle+s.cfg.MaxBody, &req); err != nil {
 		return err
 	}
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	switch {
 	case req.Bundle == nil || *req.Bundle == "":
-		problems = append(problems, FieldProblem{Field: "bundle", Message: "is required: the ESM bundle's source text, as a string"})
+		problems = append(problems, wire.FieldProblem{Field: "bundle", Message: "is required: the ESM bundle's source text, as a string"})
 	case int64(len(*req.Bundle)) > s.cfg.MaxBundle:
 		return tooLarge("bundle is %s; the limit is %s", size(int64(len(*req.Bundle))), size(s.cfg.MaxBundle))
 	}
 	var config []byte
 	switch {
 	case isNull(req.Config):
-		problems = append(problems, FieldProblem{Field: "config", Message: "is required: the stead.json object (or its text as a string)"})
+		problems = append(problems, wire.FieldProblem{Field: "config", Message: "is required: the stead.json object (or its text as a string)"})
 	case req.Config[0] == '"':
 		var text string
 		if err := strictjson.Unmarshal(req.Config, &text); err != nil {
-			problems = append(problems, FieldProblem{Field: "config", Message: "is not a valid JSON string"})
+			problems = append(problems, wire.FieldProblem{Field: "config", Message: "is not a valid JSON string"})
 		}
 		config = []byte(text)
 	case req.Config[0] == '{':
 		config = req.Config
 	default:
-		problems = append(problems, FieldProblem{Field: "config", Message: "must be the stead.json object (or its text as a string)"})
+		problems = append(problems, wire.FieldProblem{Field: "config", Message: "must be the stead.json object (or its text as a string)"})
 	}
 	if int64(len(config)) > s.cfg.MaxBody {
 		return tooLarge("config is %s; the limit is %s", size(int64(len(config))), size(s.cfg.MaxBody))
@@ -87,7 +88,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	out := DeploymentList{Deployments: make([]Deployment, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.DeploymentList{Deployments: make([]wire.Deployment, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, d := range page.Items {
 		out.Deployments = append(out.Deployments, deploymentOf(d))
 	}
@@ -100,13 +101,13 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request, c *call
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, c *caller) error {
 	d, cfg, err := s.engine.Agents(r.Context(), c.actor)
 	if errors.Is(err, engine.ErrNoDeployment) {
-		writeJSON(w, http.StatusOK, AgentList{Agents: []Agent{}, Models: []Model{}})
+		writeJSON(w, http.StatusOK, wire.AgentList{Agents: []wire.Agent{}, Models: []wire.Model{}})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	out := AgentList{Deployment: d.Version, Agents: []Agent{}, Models: []Model{}}
+	out := wire.AgentList{Deployment: d.Version, Agents: []wire.Agent{}, Models: []wire.Model{}}
 	for _, name := range cfg.AgentNames() {
 		a, _ := cfg.Agent(name)
 		out.Agents = append(out.Agents, agentOf(a))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 func TestDeployAndAgents(t *testing.T) {
@@ -22,18 +23,18 @@ func TestDeployAndAgents(t *testing.T) {
 		t.Fatalf("deployment %+v", d)
 	}
 
-	var list api.DeploymentList
+	var list wire.DeploymentList
 	w.must(w.do("GET", "/v1/deployments?limit=1", w.owner, nil), 200).decode(&list)
 	if len(list.Deployments) != 1 || list.Deployments[0].Version != 2 || list.NextCursor == "" {
 		t.Fatalf("first page %+v", list)
 	}
-	var second api.DeploymentList
+	var second wire.DeploymentList
 	w.must(w.do("GET", "/v1/deployments?limit=1&cursor="+list.NextCursor, w.owner, nil), 200).decode(&second)
 	if len(second.Deployments) != 1 || second.Deployments[0].Version != 1 || second.NextCursor != "" {
 		t.Fatalf("second page %+v", second)
 	}
 
-	var agents api.AgentList
+	var agents wire.AgentList
 	w.must(w.do("GET", "/v1/agents", w.developer, nil), 200).decode(&agents)
 	if agents.Deployment != 2 || len(agents.Agents) != 3 {
 		t.Fatalf("agents %+v", agents)
@@ -67,7 +68,7 @@ func TestNothingDeployed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var agents api.AgentList
+	var agents wire.AgentList
 	w.must(w.do("GET", "/v1/agents", key, nil), 200).decode(&agents)
 	if agents.Deployment != 0 || agents.Agents == nil || len(agents.Agents) != 0 {
 		t.Errorf("agents %+v", agents)
@@ -82,7 +83,7 @@ func TestDeployRefusals(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	count := func() int {
-		var list api.DeploymentList
+		var list wire.DeploymentList
 		w.must(w.do("GET", "/v1/deployments", w.owner, nil), 200).decode(&list)
 		return len(list.Deployments)
 	}
@@ -95,8 +96,8 @@ func TestDeployRefusals(t *testing.T) {
 		Error struct {
 			Code    string `json:"code"`
 			Details struct {
-				Field    string              `json:"field"`
-				Problems []api.ConfigProblem `json:"problems"`
+				Field    string               `json:"field"`
+				Problems []wire.ConfigProblem `json:"problems"`
 			} `json:"details"`
 		} `json:"error"`
 	}
@@ -120,8 +121,8 @@ func TestDeployRefusals(t *testing.T) {
 	var bb struct {
 		Error struct {
 			Details struct {
-				Field    string              `json:"field"`
-				Problems []api.BundleProblem `json:"problems"`
+				Field    string               `json:"field"`
+				Problems []wire.BundleProblem `json:"problems"`
 			} `json:"details"`
 		} `json:"error"`
 	}
@@ -166,7 +167,7 @@ func TestAgentsDescribeModelSteps(t *testing.T) {
       { "id": "loop", "agent": { "model": "default", "instructions": "Help.", "tools": ["listOrders"], "maxTurns": 3, "onDecline": "tell-model" } }
     ] } } }`
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
-	var list api.AgentList
+	var list wire.AgentList
 	resp := w.must(w.do("GET", "/v1/agents", w.developer, nil), 200)
 	resp.decode(&list)
 	if len(list.Models) != 1 || list.Models[0].APIKeyEnv != "GATEWAY_KEY" || list.Models[0].Prices == nil || list.Models[0].Prices.Output != 0.6 {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/runtime/agent"
 	"stead/runtime/bundle"
@@ -63,15 +64,8 @@ type ErrorBody struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// FieldProblem names one bad field of a request: its path in the body or
-// query ("input.orderId", "limit") and what is wrong with it.
-type FieldProblem struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
 // invalid is a 400 naming each bad field.
-func invalid(problems ...FieldProblem) *Error {
+func invalid(problems ...wire.FieldProblem) *Error {
 	msg := "the request is not valid"
 	if len(problems) > 0 {
 		msg = problems[0].Field + ": " + problems[0].Message
@@ -89,7 +83,7 @@ func invalid(problems ...FieldProblem) *Error {
 }
 
 func invalidField(field, format string, args ...any) *Error {
-	return invalid(FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	return invalid(wire.FieldProblem{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 func unauthenticated(format string, args ...any) *Error {
@@ -191,12 +185,12 @@ func translate(err error) *Error {
 
 // inputProblems lists a schema failure as fields under root ("input" →
 // "input.orderId"); anything else is one problem at root.
-func inputProblems(root string, err error) []FieldProblem {
+func inputProblems(root string, err error) []wire.FieldProblem {
 	var ie *agent.InputError
 	if !errors.As(err, &ie) || len(ie.Problems) == 0 {
-		return []FieldProblem{{Field: root, Message: err.Error()}}
+		return []wire.FieldProblem{{Field: root, Message: err.Error()}}
 	}
-	out := make([]FieldProblem, len(ie.Problems))
+	out := make([]wire.FieldProblem, len(ie.Problems))
 	for i, p := range ie.Problems {
 		f := root
 		switch {
@@ -206,25 +200,15 @@ func inputProblems(root string, err error) []FieldProblem {
 		default:
 			f += "." + p.Path
 		}
-		out[i] = FieldProblem{Field: f, Message: p.Message}
+		out[i] = wire.FieldProblem{Field: f, Message: p.Message}
 	}
 	return out
 }
 
-// ConfigProblem is one problem of a refused stead.json: a JSON pointer into
-// it and what is wrong. Line and Column (1-based) are positions in the
-// config text as sent, when known.
-type ConfigProblem struct {
-	Pointer string `json:"pointer"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-}
-
-func configProblems(ps []agent.Problem) []ConfigProblem {
-	out := make([]ConfigProblem, len(ps))
+func configProblems(ps []agent.Problem) []wire.ConfigProblem {
+	out := make([]wire.ConfigProblem, len(ps))
 	for i, p := range ps {
-		out[i] = ConfigProblem{Pointer: p.Pointer, Message: p.Message, Line: p.Line, Column: p.Column}
+		out[i] = wire.ConfigProblem{Pointer: p.Pointer, Message: p.Message, Line: p.Line, Column: p.Column}
 	}
 	return out
 }
@@ -243,21 +227,11 @@ func configInvalid(e *agent.ConfigError) *Error {
 	}
 }
 
-// BundleProblem is one problem of a refused bundle, at a file position
-// when known.
-type BundleProblem struct {
-	Code    string `json:"code"`
-	File    string `json:"file,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	Message string `json:"message"`
-}
-
 func bundleInvalid(e *bundle.Error) *Error {
 	all := append([]*bundle.Error{e}, e.More...)
-	ps := make([]BundleProblem, len(all))
+	ps := make([]wire.BundleProblem, len(all))
 	for i, b := range all {
-		ps[i] = BundleProblem{Code: b.Code, File: b.File, Line: b.Line, Column: b.Column, Message: b.Message}
+		ps[i] = wire.BundleProblem{Code: b.Code, File: b.File, Line: b.Line, Column: b.Column, Message: b.Message}
 	}
 	first := *e
 	first.More = nil

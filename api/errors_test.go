@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 func TestRequestBodyRefusals(t *testing.T) {
@@ -171,7 +172,7 @@ func TestCloseStreams(t *testing.T) {
 		t.Errorf("events after CloseStreams: %s", seqs(rest))
 	}
 	// Long-polls answer at once with the run as it stands.
-	var got api.Run
+	var got wire.Run
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"?wait=60s&until=terminal", w.developer, nil), 200).decode(&got)
 	if got.Status != "awaiting-approval" {
 		t.Errorf("run %s", got.Status)

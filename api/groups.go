@@ -8,38 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
+	"stead/api/wire"
 	"stead/store"
 )
-
-// Group is a group of the project's members, as the API shows it:
-// stead.json's approvers name it ("approvers": {"group": "finance",
-// "min": 2}).
-type Group struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	// Members are the group's members, by name.
-	Members   []GroupMember `json:"members"`
-	Version   int64         `json:"version"`
-	CreatedAt time.Time     `json:"createdAt"`
-	UpdatedAt time.Time     `json:"updatedAt"`
-}
-
-// GroupMember is a member of a group as groups show them: who, never
-// their email. Removed: removed from the project since they joined the
-// group; they cannot vote.
-type GroupMember struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Role    string `json:"role"`
-	Removed bool   `json:"removed,omitempty"`
-}
-
-// GroupList is GET /v1/groups.
-type GroupList struct {
-	Groups []Group `json:"groups"`
-}
 
 // groupRetries is how often PATCH /v1/groups/{name} reads and writes
 // again when another change of the group came between.
@@ -47,7 +19,7 @@ const groupRetries = 5
 
 // groupsOf shows gs with their members named from the project's members
 // (removed ones too), read once.
-func (s *Server) groupsOf(ctx context.Context, projectID string, gs ...store.Group) ([]Group, error) {
+func (s *Server) groupsOf(ctx context.Context, projectID string, gs ...store.Group) ([]wire.Group, error) {
 	ms, err := s.store.ListMembers(ctx, projectID, true)
 	if err != nil {
 		return nil, err
@@ -56,9 +28,9 @@ func (s *Server) groupsOf(ctx context.Context, projectID string, gs ...store.Gro
 	for _, m := range ms {
 		byID[m.ID] = m
 	}
-	out := make([]Group, len(gs))
+	out := make([]wire.Group, len(gs))
 	for i, g := range gs {
-		out[i] = Group{Name: g.Name, Description: g.Description, Members: make([]GroupMember, 0, len(g.Members)), Version: g.Version, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
+		out[i] = wire.Group{Name: g.Name, Description: g.Description, Members: make([]wire.GroupMember, 0, len(g.Members)), Version: g.Version, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
 		for _, id := range g.Members {
 			m, ok := byID[id]
 			if !ok {
@@ -66,9 +38,9 @@ func (s *Server) groupsOf(ctx context.Context, projectID string, gs ...store.Gro
 				// should one be missing all the same.
 				m = store.Member{ID: id, Name: id, RemovedAt: g.UpdatedAt}
 			}
-			out[i].Members = append(out[i].Members, GroupMember{ID: m.ID, Name: m.Name, Role: string(m.Role), Removed: m.Removed()})
+			out[i].Members = append(out[i].Members, wire.GroupMember{ID: m.ID, Name: m.Name, Role: string(m.Role), Removed: m.Removed()})
 		}
-		slices.SortFunc(out[i].Members, func(a, b GroupMember) int {
+		slices.SortFunc(out[i].Members, func(a, b wire.GroupMember) int {
 			return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 		})
 	}
@@ -125,7 +97,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, GroupList{Groups: out})
+	writeJSON(w, http.StatusOK, wire.GroupList{Groups: out})
 	return nil
 }
 

@@ -8,28 +8,29 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/store"
 )
 
 // addMember adds a member of project A with the role and returns its id.
 func (w *world) addMember(name, role string) string {
 	w.t.Helper()
-	var m api.Member
+	var m wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": name, "role": role, "email": strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "@example.com"}), 201).decode(&m)
 	return m.ID
 }
 
 // asGroup decodes a group, into a fresh value: fields left out of the
 // JSON (an empty description) stay empty.
-func asGroup(r *response) api.Group {
+func asGroup(r *response) wire.Group {
 	r.t.Helper()
-	var g api.Group
+	var g wire.Group
 	r.decode(&g)
 	return g
 }
 
 // names lists a group's members as "Name (role)", "removed" marked.
-func names(g api.Group) string {
+func names(g wire.Group) string {
 	var out []string
 	for _, m := range g.Members {
 		s := m.Name + " (" + m.Role + ")"
@@ -49,7 +50,7 @@ func TestGroups(t *testing.T) {
 	w := setup(t)
 	ana, bo, cy := w.addMember("Ana Diaz", "approver"), w.addMember("Bo Li", "viewer"), w.addMember("Cy Ng", "developer")
 
-	var g api.Group
+	var g wire.Group
 	resp := w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance", "description": "Refunds over 1,000 EUR", "members": []string{bo, ana, ana}}), 201)
 	resp.decode(&g)
 	if g.Name != "finance" || g.Description != "Refunds over 1,000 EUR" || g.Version != 1 || names(g) != "Ana Diaz (approver), Bo Li (viewer)" {
@@ -62,18 +63,18 @@ func TestGroups(t *testing.T) {
 
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
 	for _, key := range []string{w.owner, w.developer, w.approver, w.viewer} {
-		var list api.GroupList
+		var list wire.GroupList
 		w.must(w.do("GET", "/v1/groups", key, nil), 200).decode(&list)
 		if len(list.Groups) != 2 || list.Groups[0].Name != "approvers" || list.Groups[1].Name != "finance" || names(list.Groups[1]) != names(g) {
 			t.Errorf("GET /v1/groups = %+v, want approvers, then finance", list.Groups)
 		}
-		var one api.Group
+		var one wire.Group
 		w.must(w.do("GET", "/v1/groups/finance", key, nil), 200).decode(&one)
 		if names(one) != names(g) || one.Version != 1 {
 			t.Errorf("GET /v1/groups/finance = %+v", one)
 		}
 	}
-	var other api.GroupList
+	var other wire.GroupList
 	w.must(w.do("GET", "/v1/groups", w.other, nil), 200).decode(&other)
 	if len(other.Groups) != 0 {
 		t.Errorf("another project lists %+v", other.Groups)

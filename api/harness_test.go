@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/infra/testclock"
 	"stead/internal/eventschema"
 	"stead/runtime/engine"
@@ -221,31 +222,31 @@ func setup(t testing.TB, opts ...func(*api.Config)) *world {
 	return w
 }
 
-func (w *world) newKey(role string) api.APIKey {
+func (w *world) newKey(role string) wire.APIKey {
 	w.t.Helper()
-	var k api.APIKey
+	var k wire.APIKey
 	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": role, "role": role}), 201).decode(&k)
 	return k
 }
 
 // newMCPKey makes an MCP key of project A for the agent and end user.
-func (w *world) newMCPKey(agent, endUser string) api.MCPKey {
+func (w *world) newMCPKey(agent, endUser string) wire.MCPKey {
 	w.t.Helper()
-	var k api.MCPKey
+	var k wire.MCPKey
 	w.must(w.do("POST", "/v1/mcp-keys", w.owner, map[string]any{"agent": agent, "endUserId": endUser}), 201).decode(&k)
 	return k
 }
 
 func (w *world) customerToken(endUser string, ttl int) string {
 	w.t.Helper()
-	var tok api.CustomerToken
+	var tok wire.CustomerToken
 	w.must(w.do("POST", "/v1/customer-tokens", w.developer, map[string]any{"endUserId": endUser, "ttlSeconds": ttl}), 201).decode(&tok)
 	return tok.Token
 }
 
-func (w *world) deploy(key string) api.Deployment {
+func (w *world) deploy(key string) wire.Deployment {
 	w.t.Helper()
-	var d api.Deployment
+	var d wire.Deployment
 	w.must(w.do("POST", "/v1/deployments", key, map[string]any{"bundle": testHandlers, "config": json.RawMessage(testConfig)}), 201).decode(&d)
 	return d
 }
@@ -357,20 +358,20 @@ func (w *world) must(r *response, status int) *response {
 }
 
 // start starts a run (as the developer) and returns it as created.
-func (w *world) start(agentName, endUser string, input any) api.Run {
+func (w *world) start(agentName, endUser string, input any) wire.Run {
 	w.t.Helper()
-	var run api.Run
+	var run wire.Run
 	w.must(w.do("POST", "/v1/agents/"+agentName+"/runs", w.developer, map[string]any{"input": input, "endUserId": endUser}), 202).decode(&run)
 	return run
 }
 
 // wait long-polls a run until it is settled (or, with until=terminal,
 // ended), failing the test after a deadline.
-func (w *world) wait(id, until string) api.Run {
+func (w *world) wait(id, until string) wire.Run {
 	w.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var run api.Run
+		var run wire.Run
 		w.must(w.do("GET", "/v1/runs/"+id+"?wait=5s&until="+until, w.developer, nil), 200).decode(&run)
 		switch {
 		case until == "terminal" && (run.Status == "succeeded" || run.Status == "failed" || run.Status == "cancelled"):
@@ -385,7 +386,7 @@ func (w *world) wait(id, until string) api.Run {
 
 // awaiting starts a refunds run for an end user and waits until it awaits
 // approval.
-func (w *world) awaiting(endUser string) api.Run {
+func (w *world) awaiting(endUser string) wire.Run {
 	w.t.Helper()
 	run := w.start("refunds", endUser, map[string]any{"orderId": "o-1", "amount": 12})
 	run = w.wait(run.ID, "settled")
@@ -398,7 +399,7 @@ func (w *world) awaiting(endUser string) api.Run {
 // runCount counts project A's runs.
 func (w *world) runCount() int {
 	w.t.Helper()
-	var list api.RunList
+	var list wire.RunList
 	w.must(w.do("GET", "/v1/runs?limit=500", w.owner, nil), 200).decode(&list)
 	return len(list.Runs)
 }
@@ -406,7 +407,7 @@ func (w *world) runCount() int {
 // sseEvent is one event read off a stream.
 type sseEvent struct {
 	id, event string
-	data      api.Event
+	data      wire.Event
 }
 
 // checkStreamMessage fails the test when an SSE message is not what the

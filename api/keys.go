@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/store"
 )
@@ -29,9 +30,9 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
 		return err
 	}
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	if p := textProblem(req.Name, false, 100); p != "" {
-		problems = append(problems, FieldProblem{Field: "name", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "name", Message: p})
 	}
 	role := approvals.Role(req.Role)
 	switch {
@@ -40,7 +41,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	case role == "":
 		role = approvals.RoleDeveloper
 	case !role.IsKeyRole():
-		problems = append(problems, FieldProblem{Field: "role", Message: fmt.Sprintf("must be %s (got %q)", quotedRoles(approvals.KeyRoles), req.Role)})
+		problems = append(problems, wire.FieldProblem{Field: "role", Message: fmt.Sprintf("must be %s (got %q)", quotedRoles(approvals.KeyRoles), req.Role)})
 	}
 	if len(problems) > 0 {
 		return invalid(problems...)
@@ -52,14 +53,14 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	if req.Member != "" {
 		m, err := s.store.GetMember(r.Context(), c.actor.ProjectID, req.Member)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && m.Removed()) {
-			return invalid(FieldProblem{Field: "member", Message: fmt.Sprintf("no member %s in this project (list them with GET /v1/members)", req.Member)})
+			return invalid(wire.FieldProblem{Field: "member", Message: fmt.Sprintf("no member %s in this project (list them with GET /v1/members)", req.Member)})
 		}
 		if err != nil {
 			return err
 		}
 		k.MemberID = m.ID
 		if k, err = m.Bind(k); err != nil {
-			return invalid(FieldProblem{Field: "role", Message: fmt.Sprintf("a key has its member's role (%s); leave role out, or change the member's role first (got %q)", m.Role, req.Role)})
+			return invalid(wire.FieldProblem{Field: "role", Message: fmt.Sprintf("a key has its member's role (%s); leave role out, or change the member's role first (got %q)", m.Role, req.Role)})
 		}
 	}
 	// The store checks the member again, in the write.
@@ -79,7 +80,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	out := KeyList{Keys: make([]APIKey, 0, len(keys))}
+	out := wire.KeyList{Keys: make([]wire.APIKey, 0, len(keys))}
 	for _, k := range keys {
 		out.Keys = append(out.Keys, keyOf(k))
 	}
@@ -119,15 +120,15 @@ func (s *Server) createCustomerToken(w http.ResponseWriter, r *http.Request, c *
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
 		return err
 	}
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	if p := textProblem(req.EndUserID, true, maxIDLen); p != "" {
-		problems = append(problems, FieldProblem{Field: "endUserId", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "endUserId", Message: p})
 	}
 	ttl := DefaultCustomerTokenTTL
 	if req.TTLSeconds != nil {
 		n := *req.TTLSeconds
 		if n < 1 || n > int64(MaxCustomerTokenTTL/time.Second) {
-			problems = append(problems, FieldProblem{Field: "ttlSeconds", Message: "must be from 1 to 86400 (24h)"})
+			problems = append(problems, wire.FieldProblem{Field: "ttlSeconds", Message: "must be from 1 to 86400 (24h)"})
 		}
 		ttl = time.Duration(n) * time.Second
 	}
@@ -138,7 +139,7 @@ func (s *Server) createCustomerToken(w http.ResponseWriter, r *http.Request, c *
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, CustomerToken{Token: tok.token, TokenID: tok.id, EndUserID: req.EndUserID, ExpiresAt: tok.expires.UTC()})
+	writeJSON(w, http.StatusCreated, wire.CustomerToken{Token: tok.token, TokenID: tok.id, EndUserID: req.EndUserID, ExpiresAt: tok.expires.UTC()})
 	return nil
 }
 

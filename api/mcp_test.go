@@ -15,6 +15,7 @@ import (
 
 	"stead/api"
 	"stead/api/mcpclient"
+	"stead/api/wire"
 )
 
 // mcpClient connects the Go SDK's client to POST /mcp with an MCP key;
@@ -64,7 +65,7 @@ func (w *world) approveWhenAsked(note string, edit map[string]any) chan string {
 	go func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			var list api.ApprovalList
+			var list wire.ApprovalList
 			w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&list)
 			if len(list.Approvals) > 0 {
 				body := map[string]any{"note": note}
@@ -166,7 +167,7 @@ func TestMCPCalls(t *testing.T) {
 	if res.IsError || !strings.Contains(text(res), `"refunded":5`) {
 		t.Fatalf("approved call: %v %s", res.IsError, text(res))
 	}
-	var run api.Run
+	var run wire.Run
 	w.must(w.do("GET", "/v1/runs/"+callIDOf(t, res), w.owner, nil), 200).decode(&run)
 	if run.Tool != "refundOrder" || run.Via != "mcp:"+key.ID || run.EndUserID != "alice" || run.Agent != "refunds" {
 		t.Errorf("the call's run = %+v", run)
@@ -185,7 +186,7 @@ func TestMCPCalls(t *testing.T) {
 	if callIDOf(t, again) != id {
 		t.Errorf("a repeated call made a second call: %s, want %s", callIDOf(t, again), id)
 	}
-	var pending api.ApprovalList
+	var pending wire.ApprovalList
 	w.must(w.do("GET", "/v1/approvals?status=pending", w.owner, nil), 200).decode(&pending)
 	if len(pending.Approvals) != 1 {
 		t.Fatalf("%d pending approvals, want 1", len(pending.Approvals))
@@ -274,7 +275,7 @@ func TestMCPTasks(t *testing.T) {
 	if err != nil || got.Status != "cancelled" {
 		t.Fatalf("tasks/get after cancel = %+v, %v", got, err)
 	}
-	var ap api.Approval
+	var ap wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+task.approvalID(w), w.owner, nil), 200).decode(&ap)
 	if ap.Status != "cancelled" {
 		t.Errorf("approval of a cancelled task is %s", ap.Status)
@@ -293,7 +294,7 @@ type rawTask struct {
 }
 
 func (t rawTask) approvalID(w *world) string {
-	var list api.ApprovalList
+	var list wire.ApprovalList
 	w.must(w.do("GET", "/v1/approvals?status=all&limit=500", w.owner, nil), 200).decode(&list)
 	for _, a := range list.Approvals {
 		if a.RunID == t.TaskID {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"stead/api/wire"
 	"stead/runtime/engine"
 	"stead/store"
 )
@@ -34,15 +35,15 @@ func (s *Server) createMCPKey(w http.ResponseWriter, r *http.Request, c *caller)
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
 		return err
 	}
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	if p := textProblem(req.Agent, true, maxIDLen); p != "" {
-		problems = append(problems, FieldProblem{Field: "agent", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "agent", Message: p})
 	}
 	if p := textProblem(req.EndUserID, true, maxIDLen); p != "" {
-		problems = append(problems, FieldProblem{Field: "endUserId", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "endUserId", Message: p})
 	}
 	if p := textProblem(req.Name, false, 100); p != "" {
-		problems = append(problems, FieldProblem{Field: "name", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "name", Message: p})
 	}
 	if len(problems) > 0 {
 		return invalid(problems...)
@@ -77,7 +78,7 @@ func (s *Server) listMCPKeys(w http.ResponseWriter, r *http.Request, c *caller) 
 	if err != nil {
 		return err
 	}
-	out := MCPKeyList{Keys: make([]MCPKey, 0, len(keys))}
+	out := wire.MCPKeyList{Keys: make([]wire.MCPKey, 0, len(keys))}
 	for _, k := range keys {
 		out.Keys = append(out.Keys, mcpKeyOf(k))
 	}

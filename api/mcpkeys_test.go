@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 func TestMCPKeys(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var k api.MCPKey
+	var k wire.MCPKey
 	w.must(w.do("POST", "/v1/mcp-keys", w.owner, map[string]any{"agent": "refunds", "endUserId": "alice", "name": "claude desktop"}), 201).decode(&k)
 	if !strings.HasPrefix(k.Key, api.MCPKeyPrefix) || !strings.HasPrefix(k.ID, "mck_") || !strings.HasPrefix(k.Key, k.Prefix) || len(k.Prefix) < 8 ||
 		k.Agent != "refunds" || k.EndUserID != "alice" || k.Name != "claude desktop" || k.CreatedBy == "" || !k.CreatedAt.Equal(w.clock.Now()) {
@@ -23,7 +24,7 @@ func TestMCPKeys(t *testing.T) {
 	if strings.Contains(string(resp.body), k.Key) || strings.Contains(string(resp.body), "hash") {
 		t.Errorf("MCP key list leaks secrets: %s", resp.body)
 	}
-	var list api.MCPKeyList
+	var list wire.MCPKeyList
 	resp.decode(&list)
 	if len(list.Keys) != 1 || list.Keys[0].ID != k.ID || list.Keys[0].Key != "" || !list.Keys[0].RevokedAt.IsZero() {
 		t.Fatalf("list %+v", list.Keys)
@@ -35,7 +36,7 @@ func TestMCPKeys(t *testing.T) {
 	}
 	w.must(w.do("POST", "/v1/approvals/"+w.awaiting("alice").Approval.ID+"/approve", k.Key, nil), 403)
 	// Nor do other projects see it.
-	var other api.MCPKeyList
+	var other wire.MCPKeyList
 	w.must(w.do("GET", "/v1/mcp-keys", w.other, nil), 200).decode(&other)
 	if len(other.Keys) != 0 {
 		t.Errorf("another project lists %+v", other.Keys)
@@ -44,7 +45,7 @@ func TestMCPKeys(t *testing.T) {
 
 	// Revoked, it stops working at once.
 	w.clock.Advance(time.Minute)
-	var revoked api.MCPKey
+	var revoked wire.MCPKey
 	w.must(w.do("DELETE", "/v1/mcp-keys/"+k.ID, w.owner, nil), 200).decode(&revoked)
 	if !revoked.RevokedAt.Equal(w.clock.Now()) || revoked.Key != "" {
 		t.Errorf("revoked %+v", revoked)
@@ -79,7 +80,7 @@ func TestMCPKeyValidation(t *testing.T) {
 		})
 	}
 	w.must(w.do("POST", "/v1/mcp-keys", w.owner, map[string]any{"agent": "refunds", "endUserId": "alice", "extra": 1}), 400)
-	var list api.MCPKeyList
+	var list wire.MCPKeyList
 	w.must(w.do("GET", "/v1/mcp-keys", w.owner, nil), 200).decode(&list)
 	if len(list.Keys) != 0 {
 		t.Errorf("refused creates left keys: %+v", list.Keys)

@@ -6,56 +6,15 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/notify/slack"
 	"stead/store"
 )
 
-// Member is a person of the project, as the API shows them.
-type Member struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Email     string    `json:"email,omitempty"`
-	Role      string    `json:"role"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-	RemovedAt time.Time `json:"removedAt,omitzero"`
-	// Chat are the member's linked chat accounts (Slack: team and user
-	// id), shown to those who manage members.
-	Chat []ChatIdentity `json:"chat,omitempty"`
-	// Notify are the member's notification settings, shown to those who
-	// manage members (and to the member, in GET /v1/me).
-	Notify *NotifySettings `json:"notify,omitempty"`
-	// Keys are the member's keys (never their secrets), in GET
-	// /v1/members/{id}.
-	Keys []APIKey `json:"keys,omitempty"`
-	// Key is the key created with the member (POST /v1/members with
-	// "key": true), its secret shown this once.
-	Key *APIKey `json:"key,omitempty"`
-}
-
-// ChatIdentity links a member to a chat account by the ids the service
-// gives the workspace and the user: {"kind": "slack", "team": "T…", "user":
-// "U…"}. A Slack click decides as the member linked to its user.
-type ChatIdentity struct {
-	Kind string `json:"kind"`
-	Team string `json:"team"`
-	User string `json:"user"`
-}
-
-// NotifySettings are a member's notification settings: {"email": "all"}.
-// Email is which approval mail the member gets: "all" (every approval they
-// may decide, with its reminders, escalations and expiry warnings; the
-// default), "requests" (each approval's request only) or "none". Slack
-// messages go to a channel and are not affected.
-type NotifySettings struct {
-	Email string `json:"email"`
-}
-
-func notificationsOf(n store.MemberNotify) *NotifySettings {
-	return &NotifySettings{Email: string(n.EmailSetting())}
+func notificationsOf(n store.MemberNotify) *wire.NotifySettings {
+	return &wire.NotifySettings{Email: string(n.EmailSetting())}
 }
 
 // notificationsRequest changes notification settings: the fields it sets.
@@ -65,11 +24,11 @@ type notificationsRequest struct {
 
 // apply sets onto n what the request sets; field prefixes the
 // names in its problems ("notify." in PATCH /v1/members/{id}).
-func (req notificationsRequest) apply(n store.MemberNotify, field string) (store.MemberNotify, []FieldProblem) {
+func (req notificationsRequest) apply(n store.MemberNotify, field string) (store.MemberNotify, []wire.FieldProblem) {
 	if req.Email != nil {
 		l := store.EmailLevel(*req.Email)
 		if *req.Email == "" || !l.Valid() {
-			return n, []FieldProblem{{Field: field + "email", Message: fmt.Sprintf("must be %s (got %q)", quotedLevels(), *req.Email)}}
+			return n, []wire.FieldProblem{{Field: field + "email", Message: fmt.Sprintf("must be %s (got %q)", quotedLevels(), *req.Email)}}
 		}
 		n.Email = l
 	}
@@ -84,18 +43,13 @@ func quotedLevels() string {
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
-// MemberList is GET /v1/members.
-type MemberList struct {
-	Members []Member `json:"members"`
-}
-
-func memberOf(m store.Member) Member {
-	out := Member{
+func memberOf(m store.Member) wire.Member {
+	out := wire.Member{
 		ID: m.ID, Name: m.Name, Email: m.Email, Role: string(m.Role),
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, RemovedAt: m.RemovedAt,
 	}
 	for _, c := range m.Chat {
-		out.Chat = append(out.Chat, ChatIdentity(c))
+		out.Chat = append(out.Chat, wire.ChatIdentity(c))
 	}
 	out.Notify = notificationsOf(m.Notify)
 	return out
@@ -104,7 +58,7 @@ func memberOf(m store.Member) Member {
 // memberFor is m as the caller may see it: names and roles to whoever may
 // read members, emails, chat accounts and notification settings only to
 // those who manage them.
-func memberFor(c *caller, m store.Member) Member {
+func memberFor(c *caller, m store.Member) wire.Member {
 	out := memberOf(m)
 	if !c.actor.Role.May(approvals.ManageKeys) {
 		out.Email, out.Chat, out.Notify = "", nil, nil
@@ -118,7 +72,7 @@ type memberRequest struct {
 	Role  *string `json:"role"`
 	// Chat, when set, replaces the member's chat accounts ([] unlinks
 	// them all).
-	Chat *[]ChatIdentity `json:"chat"`
+	Chat *[]wire.ChatIdentity `json:"chat"`
 	// Notify, when set, changes the member's notification settings: the
 	// fields it names.
 	Notify *notificationsRequest `json:"notify"`
@@ -128,30 +82,30 @@ type memberRequest struct {
 }
 
 // check reads the fields a request sets; create needs name and role.
-func (req memberRequest) check(create bool) (name, email string, role approvals.Role, problems []FieldProblem) {
+func (req memberRequest) check(create bool) (name, email string, role approvals.Role, problems []wire.FieldProblem) {
 	if req.Name != nil || create {
 		name = strings.TrimSpace(deref(req.Name))
 		if p := textProblem(name, true, 100); p != "" {
-			problems = append(problems, FieldProblem{Field: "name", Message: p})
+			problems = append(problems, wire.FieldProblem{Field: "name", Message: p})
 		}
 	}
 	if req.Email != nil {
 		email = strings.TrimSpace(*req.Email)
 		if email != "" && (len(email) > 254 || !strings.Contains(email, "@") || strings.ContainsAny(email, " \t\r\n<>")) {
-			problems = append(problems, FieldProblem{Field: "email", Message: fmt.Sprintf("must be an email address like ana@example.com (got %q)", email)})
+			problems = append(problems, wire.FieldProblem{Field: "email", Message: fmt.Sprintf("must be an email address like ana@example.com (got %q)", email)})
 		}
 	}
 	if req.Role != nil || create {
 		role = approvals.Role(deref(req.Role))
 		if !role.IsKeyRole() {
-			problems = append(problems, FieldProblem{Field: "role", Message: fmt.Sprintf("must be %s (got %q)", quotedRoles(approvals.KeyRoles), deref(req.Role))})
+			problems = append(problems, wire.FieldProblem{Field: "role", Message: fmt.Sprintf("must be %s (got %q)", quotedRoles(approvals.KeyRoles), deref(req.Role))})
 		}
 	}
 	if !create && (req.Key || req.KeyName != "") {
-		problems = append(problems, FieldProblem{Field: "key", Message: "keys are created with POST /v1/keys {\"member\": ID} or with the member (POST /v1/members)"})
+		problems = append(problems, wire.FieldProblem{Field: "key", Message: "keys are created with POST /v1/keys {\"member\": ID} or with the member (POST /v1/members)"})
 	}
 	if p := textProblem(req.KeyName, false, 100); p != "" {
-		problems = append(problems, FieldProblem{Field: "keyName", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "keyName", Message: p})
 	}
 	if req.Chat != nil {
 		problems = append(problems, chatProblems(*req.Chat)...)
@@ -164,26 +118,26 @@ const maxChat = 10
 
 // chatProblems checks chat accounts to link: Slack's, by team and user
 // id, at most one per workspace.
-func chatProblems(ids []ChatIdentity) []FieldProblem {
-	var problems []FieldProblem
+func chatProblems(ids []wire.ChatIdentity) []wire.FieldProblem {
+	var problems []wire.FieldProblem
 	if len(ids) > maxChat {
-		return []FieldProblem{{Field: "chat", Message: fmt.Sprintf("links at most %d chat accounts (got %d)", maxChat, len(ids))}}
+		return []wire.FieldProblem{{Field: "chat", Message: fmt.Sprintf("links at most %d chat accounts (got %d)", maxChat, len(ids))}}
 	}
 	teams := map[string]bool{}
 	for i, c := range ids {
 		at := fmt.Sprintf("chat[%d]", i)
 		if c.Kind != slack.Name {
-			problems = append(problems, FieldProblem{Field: at + ".kind", Message: fmt.Sprintf("must be %q, the one chat service Stead links (got %q)", slack.Name, c.Kind)})
+			problems = append(problems, wire.FieldProblem{Field: at + ".kind", Message: fmt.Sprintf("must be %q, the one chat service Stead links (got %q)", slack.Name, c.Kind)})
 			continue
 		}
 		if err := slack.CheckTeam(c.Team); err != nil {
-			problems = append(problems, FieldProblem{Field: at + ".team", Message: err.Error()})
+			problems = append(problems, wire.FieldProblem{Field: at + ".team", Message: err.Error()})
 		}
 		if err := slack.CheckUser(c.User); err != nil {
-			problems = append(problems, FieldProblem{Field: at + ".user", Message: err.Error()})
+			problems = append(problems, wire.FieldProblem{Field: at + ".user", Message: err.Error()})
 		}
 		if teams[c.Team] {
-			problems = append(problems, FieldProblem{Field: at + ".team", Message: fmt.Sprintf("a member links one Slack account per workspace; %s is linked twice", c.Team)})
+			problems = append(problems, wire.FieldProblem{Field: at + ".team", Message: fmt.Sprintf("a member links one Slack account per workspace; %s is linked twice", c.Team)})
 		}
 		teams[c.Team] = true
 	}
@@ -191,7 +145,7 @@ func chatProblems(ids []ChatIdentity) []FieldProblem {
 }
 
 // chatOf is the chat accounts of a request as the store keeps them.
-func chatOf(ids []ChatIdentity) []store.ChatIdentity {
+func chatOf(ids []wire.ChatIdentity) []store.ChatIdentity {
 	out := make([]store.ChatIdentity, 0, len(ids))
 	for _, c := range ids {
 		out = append(out, store.ChatIdentity(c))
@@ -282,13 +236,13 @@ func (s *Server) listMembers(w http.ResponseWriter, r *http.Request, c *caller) 
 	case "true":
 		removed = true
 	default:
-		return invalid(FieldProblem{Field: "removed", Message: fmt.Sprintf("must be true or false (got %q)", v)})
+		return invalid(wire.FieldProblem{Field: "removed", Message: fmt.Sprintf("must be true or false (got %q)", v)})
 	}
 	ms, err := s.store.ListMembers(r.Context(), c.actor.ProjectID, removed)
 	if err != nil {
 		return err
 	}
-	out := MemberList{Members: make([]Member, 0, len(ms))}
+	out := wire.MemberList{Members: make([]wire.Member, 0, len(ms))}
 	for _, m := range ms {
 		out.Members = append(out.Members, memberFor(c, m))
 	}
@@ -353,7 +307,7 @@ func (s *Server) updateMember(w http.ResponseWriter, r *http.Request, c *caller)
 		}
 	}
 	if req.Notify != nil {
-		var problems []FieldProblem
+		var problems []wire.FieldProblem
 		if m.Notify, problems = req.Notify.apply(m.Notify, "notify."); len(problems) > 0 {
 			return invalid(problems...)
 		}

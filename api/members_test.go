@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 // A member added with a key decides in their own name: the approval, its
@@ -14,7 +15,7 @@ import (
 func TestMembersDecideByName(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var ana api.Member
+	var ana wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "email": "ana@example.com", "role": "approver", "key": true}), 201).decode(&ana)
 	if !strings.HasPrefix(ana.ID, "mem_") || ana.Role != "approver" || ana.Key == nil || !strings.HasPrefix(ana.Key.Key, api.KeyPrefix) {
 		t.Fatalf("created member %+v", ana)
@@ -33,7 +34,7 @@ func TestMembersDecideByName(t *testing.T) {
 	}
 
 	run := w.awaiting("alice")
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", key, map[string]any{"note": "no"}), 200).decode(&a)
 	if a.DecidedBy != ana.Key.ID || a.DecidedByName != "Ana Diaz" {
 		t.Errorf("decided by %q (%q), want Ana Diaz's key", a.DecidedBy, a.DecidedByName)
@@ -42,7 +43,7 @@ func TestMembersDecideByName(t *testing.T) {
 	if done.Error == nil || !strings.Contains(done.Error.Message, "denied by Ana Diaz") {
 		t.Errorf("run error %+v", done.Error)
 	}
-	var events api.EventList
+	var events wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.owner, nil), 200).decode(&events)
 	found := false
 	for _, e := range events.Events {
@@ -56,13 +57,13 @@ func TestMembersDecideByName(t *testing.T) {
 
 	// Renamed: her key says so at once.
 	name := "Ana D."
-	var renamed api.Member
+	var renamed wire.Member
 	w.must(w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"name": name}), 200).decode(&renamed)
 	w.must(w.do("GET", "/v1/me", key, nil), 200).decode(&me)
 	if renamed.Name != name || me.MemberName != name {
 		t.Errorf("after the rename: member %q, key's member %q", renamed.Name, me.MemberName)
 	}
-	var shown api.Member
+	var shown wire.Member
 	w.must(w.do("GET", "/v1/members/"+ana.ID, w.owner, nil), 200).decode(&shown)
 	if len(shown.Keys) != 1 || shown.Keys[0].ID != ana.Key.ID || shown.Keys[0].Key != "" {
 		t.Errorf("GET member keys = %+v", shown.Keys)
@@ -71,7 +72,7 @@ func TestMembersDecideByName(t *testing.T) {
 	// Removed: her key stops working; the list leaves her out unless asked.
 	w.must(w.do("DELETE", "/v1/members/"+ana.ID, w.owner, nil), 200)
 	w.must(w.do("GET", "/v1/me", key, nil), 401)
-	var list api.MemberList
+	var list wire.MemberList
 	w.must(w.do("GET", "/v1/members", w.owner, nil), 200).decode(&list)
 	for _, m := range list.Members {
 		if m.ID == ana.ID {
@@ -84,7 +85,7 @@ func TestMembersDecideByName(t *testing.T) {
 	}
 }
 
-func containsMember(ms []api.Member, id string) bool {
+func containsMember(ms []wire.Member, id string) bool {
 	for _, m := range ms {
 		if m.ID == id {
 			return true
@@ -98,9 +99,9 @@ func containsMember(ms []api.Member, id string) bool {
 func TestMembersRules(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var list api.MemberList
+	var list wire.MemberList
 	w.must(w.do("GET", "/v1/members", w.developer, nil), 200).decode(&list)
-	var owner api.Member
+	var owner wire.Member
 	for _, m := range list.Members {
 		if m.Name == "owner" && m.Role == "owner" {
 			owner = m
@@ -121,9 +122,9 @@ func TestMembersRules(t *testing.T) {
 	w.must(w.do("POST", "/v1/members", w.developer, map[string]any{"name": "Bo", "role": "viewer"}), 403)
 
 	// A key for an existing member takes the member's role.
-	var bo api.Member
+	var bo wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo Li", "role": "viewer"}), 201).decode(&bo)
-	var k api.APIKey
+	var k wire.APIKey
 	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": "bo's laptop", "member": bo.ID}), 201).decode(&k)
 	if k.MemberID != bo.ID || k.Role != "viewer" || k.MemberName != "Bo Li" {
 		t.Errorf("key for a member: %+v", k)
@@ -139,14 +140,14 @@ func TestSeparationOfDuties(t *testing.T) {
 	w := setup(t)
 	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m", "separateFrom": "requester" },`, 1)
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
-	var ana api.Member
+	var ana wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "developer", "key": true}), 201).decode(&ana)
-	var run api.Run
+	var run wire.Run
 	w.must(w.do("POST", "/v1/agents/refunds/runs?wait=10s", ana.Key.Key, map[string]any{"endUserId": "alice", "input": map[string]any{"orderId": "o-1", "amount": 5}}), 202).decode(&run)
 	if run.Status != "awaiting-approval" || run.Approval == nil {
 		t.Fatalf("run %s (%+v)", run.Status, run.Approval)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.SeparatedBy != `separateFrom "requester" on agent refunds` {
 		t.Errorf("separatedBy = %q", a.SeparatedBy)
@@ -158,7 +159,7 @@ func TestSeparationOfDuties(t *testing.T) {
 		}
 	}
 	// A second key of the same member is the same person.
-	var second api.APIKey
+	var second wire.APIKey
 	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"member": ana.ID}), 201).decode(&second)
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", second.Key, map[string]any{}), 403)
 	// Another member decides.
@@ -176,14 +177,14 @@ func TestCustomerSeesANoteOnlyWhenTheToolSaysSo(t *testing.T) {
 	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m", "noteToCustomer": true },`, 1)
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
 	run := w.awaiting("alice")
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if !a.NoteToCustomer {
 		t.Errorf("the approval does not say its note reaches the customer: %+v", a)
 	}
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200)
 	w.wait(run.ID, "terminal")
-	var seen api.EventList
+	var seen wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
 	shown := false
 	for _, e := range seen.Events {
@@ -203,12 +204,12 @@ func TestCustomerSeesANoteOnlyWhenTheToolSaysSo(t *testing.T) {
 func TestMemberNotifications(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var ana api.Member
+	var ana wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "email": "ana@example.com", "role": "approver", "key": true}), 201).decode(&ana)
 	key := ana.Key.Key
 	type me struct {
-		MemberID string              `json:"memberId"`
-		Notify   *api.NotifySettings `json:"notify"`
+		MemberID string               `json:"memberId"`
+		Notify   *wire.NotifySettings `json:"notify"`
 	}
 	myEmail := func(cred string) string {
 		t.Helper()
@@ -223,17 +224,17 @@ func TestMemberNotifications(t *testing.T) {
 		t.Errorf("a new member's email setting is %q, want all", got)
 	}
 
-	var set api.NotifySettings
+	var set wire.NotifySettings
 	w.must(w.do("PATCH", "/v1/me/notifications", key, map[string]any{"email": "requests"}), 200).decode(&set)
 	if set.Email != "requests" || myEmail(key) != "requests" {
 		t.Errorf("after PATCH /v1/me/notifications: answered %q, GET /v1/me says %q; want requests", set.Email, myEmail(key))
 	}
-	var got api.Member
+	var got wire.Member
 	w.must(w.do("GET", "/v1/members/"+ana.ID, w.owner, nil), 200).decode(&got)
 	if got.Notify == nil || got.Notify.Email != "requests" {
 		t.Errorf("the owner reads Ana's settings as %+v, want requests", got.Notify)
 	}
-	var asApprover api.Member
+	var asApprover wire.Member
 	w.must(w.do("GET", "/v1/members/"+ana.ID, key, nil), 200).decode(&asApprover)
 	if asApprover.Notify != nil {
 		t.Errorf("an approver reads a member's settings: %+v", asApprover.Notify)
@@ -249,7 +250,7 @@ func TestMemberNotifications(t *testing.T) {
 	}
 
 	// An owner sets it for her; other fields stay.
-	got = api.Member{}
+	got = wire.Member{}
 	w.must(w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"notify": map[string]any{"email": "none"}}), 200).decode(&got)
 	if got.Notify == nil || got.Notify.Email != "none" || got.Email != "ana@example.com" || got.Role != "approver" || myEmail(key) != "none" {
 		t.Errorf("after the owner's PATCH: %+v (Ana's GET /v1/me says %q)", got, myEmail(key))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/infra/testclock"
 	"stead/runtime/engine"
@@ -254,7 +255,7 @@ func queueRunID(i int) string { return fmt.Sprintf("run_queue%08d", i) }
 // firstPage asks for the first page of GET /v1/approvals with query and
 // returns how many approvals it holds.
 func (q *queueBench) firstPage(b *testing.B, query string) int {
-	var list api.ApprovalList
+	var list wire.ApprovalList
 	if err := json.Unmarshal(q.call(b, http.MethodGet, "/v1/approvals"+query, nil), &list); err != nil {
 		b.Fatal(err)
 	}

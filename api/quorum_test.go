@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 // Refunds need two of finance: the approval shows its progress, names who
@@ -15,7 +16,7 @@ import (
 func TestQuorumVotes(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var ana, bo api.Member
+	var ana, bo wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver", "key": true}), 201).decode(&ana)
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo Li", "role": "approver", "key": true}), 201).decode(&bo)
 	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`,
@@ -29,7 +30,7 @@ func TestQuorumVotes(t *testing.T) {
 
 	run := w.awaiting("alice")
 	id := run.Approval.ID
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+id, w.owner, nil), 200).decode(&a)
 	if a.Progress != "0 of 2 from finance — waiting on Ana Diaz, Bo Li" || len(a.Approvers) != 1 || a.InputDigest == "" {
 		t.Fatalf("asked: progress %q, approvers %+v, digest %q", a.Progress, a.Approvers, a.InputDigest)
@@ -52,7 +53,7 @@ func TestQuorumVotes(t *testing.T) {
 	if e := w.must(w.do("POST", "/v1/approvals/"+id+"/approve", bo.Key.Key, map[string]any{"inputDigest": "0123"}), 409).apiErr(); e.Code != api.CodeApprovalChanged {
 		t.Errorf("Bo on an input he does not see: %s %s", e.Code, e.Message)
 	}
-	var waiting api.Run
+	var waiting wire.Run
 	if w.must(w.do("GET", "/v1/runs/"+run.ID, w.owner, nil), 200).decode(&waiting); waiting.Status != "awaiting-approval" {
 		t.Fatalf("run %s before the quorum", waiting.Status)
 	}
@@ -64,7 +65,7 @@ func TestQuorumVotes(t *testing.T) {
 		t.Errorf("run %s after the quorum", done.Status)
 	}
 	// The customer sees that the run waited and went on, never who voted.
-	var seen api.EventList
+	var seen wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
 	for _, ev := range seen.Events {
 		if ev.Type == "approval.vote" || strings.Contains(string(ev.Data), "Ana") || strings.Contains(string(ev.Data), "Bo Li") {

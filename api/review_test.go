@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/console"
 	"stead/notify/email"
@@ -48,9 +48,9 @@ func (w *world) approvalStatus(id string) approvals.Approval {
 	return a
 }
 
-func (w *world) addMailedMember(name, role string) api.Member {
+func (w *world) addMailedMember(name, role string) wire.Member {
 	w.t.Helper()
-	var m api.Member
+	var m wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": name, "email": strings.ToLower(strings.Fields(name)[0]) + "@example.com", "role": role}), 201).decode(&m)
 	return m
 }
@@ -219,9 +219,9 @@ func TestReviewDenyAndSeparation(t *testing.T) {
 		t.Fatal("the test config changed: separateFrom was not set")
 	}
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(separated)}), 201)
-	var key api.APIKey
+	var key wire.APIKey
 	w.must(w.do("POST", "/v1/keys", w.owner, map[string]any{"name": "bo", "member": bo.ID}), 201).decode(&key)
-	var run2 api.Run
+	var run2 wire.Run
 	w.must(w.do("POST", "/v1/agents/refunds/runs", key.Key, map[string]any{"input": map[string]any{"orderId": "o-1", "amount": 1}, "endUserId": "alice"}), 202).decode(&run2)
 	run2 = w.wait(run2.ID, "settled")
 	if run2.Approval == nil {

@@ -3,26 +3,14 @@ package api
 import (
 	"errors"
 	"net/http"
-	"time"
 
+	"stead/api/wire"
 	"stead/store"
 )
 
 type revokeCustomerTokensRequest struct {
 	Token     string `json:"token"`
 	EndUserID string `json:"endUserId"`
-}
-
-// CustomerTokenRevocation is what POST /v1/customer-tokens/revoke revoked:
-// one token (TokenID, until ExpiresAt) or every token of the end user
-// issued before IssuedBefore.
-type CustomerTokenRevocation struct {
-	EndUserID string `json:"endUserId"`
-	TokenID   string `json:"tokenId,omitempty"`
-	// ExpiresAt is when the revoked token expires anyway; in the past, the
-	// token had expired already and nothing was recorded.
-	ExpiresAt    time.Time `json:"expiresAt,omitzero"`
-	IssuedBefore time.Time `json:"issuedBefore,omitzero"`
 }
 
 // revokeCustomerTokens: POST /v1/customer-tokens/revoke with {token} (that
@@ -52,7 +40,7 @@ func (s *Server) revokeCustomerTokens(w http.ResponseWriter, r *http.Request, c 
 		if err := s.store.RevokeCustomerTokens(r.Context(), rev); err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, CustomerTokenRevocation{EndUserID: req.EndUserID, IssuedBefore: now})
+		writeJSON(w, http.StatusOK, wire.CustomerTokenRevocation{EndUserID: req.EndUserID, IssuedBefore: now})
 		return nil
 	}
 	cl, id, err := s.verifyCustomerToken(r.Context(), req.Token)
@@ -73,6 +61,6 @@ func (s *Server) revokeCustomerTokens(w http.ResponseWriter, r *http.Request, c 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, CustomerTokenRevocation{EndUserID: cl.EndUserID, TokenID: id, ExpiresAt: cl.expires()})
+	writeJSON(w, http.StatusOK, wire.CustomerTokenRevocation{EndUserID: cl.EndUserID, TokenID: id, ExpiresAt: cl.expires()})
 	return nil
 }

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 // issue returns a customer token of end user as the API issued it.
-func (w *world) issue(endUser string, ttl int) api.CustomerToken {
+func (w *world) issue(endUser string, ttl int) wire.CustomerToken {
 	w.t.Helper()
-	var tok api.CustomerToken
+	var tok wire.CustomerToken
 	w.must(w.do("POST", "/v1/customer-tokens", w.developer, map[string]any{"endUserId": endUser, "ttlSeconds": ttl}), 201).decode(&tok)
 	return tok
 }
@@ -40,7 +41,7 @@ func TestRevokeCustomerToken(t *testing.T) {
 	}
 	w.must(w.do("GET", "/v1/runs", tok.Token, nil), 200)
 
-	var rev api.CustomerTokenRevocation
+	var rev wire.CustomerTokenRevocation
 	w.must(w.do("POST", "/v1/customer-tokens/revoke", w.developer, map[string]any{"token": tok.Token}), 200).decode(&rev)
 	if rev.TokenID != tok.TokenID || rev.EndUserID != "alice" || !rev.ExpiresAt.Equal(tok.ExpiresAt) || !rev.IssuedBefore.IsZero() {
 		t.Errorf("revocation %+v, want token %s of alice until %s", rev, tok.TokenID, tok.ExpiresAt)
@@ -65,7 +66,7 @@ func TestRevokeCustomerToken(t *testing.T) {
 func TestRevokeCustomerTokenRefusals(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	var foreign api.CustomerToken
+	var foreign wire.CustomerToken
 	w.must(w.do("POST", "/v1/customer-tokens", w.other, map[string]any{"endUserId": "alice"}), 201).decode(&foreign)
 	mine := w.issue("alice", 600)
 	tampered := mine.Token[:len(mine.Token)-2] + "xx"
@@ -99,7 +100,7 @@ func TestRevokeCustomerTokenRefusals(t *testing.T) {
 	w.must(w.do("GET", "/v1/runs", mine.Token, nil), 200)
 	// A token that expired already is answered, not recorded.
 	w.clock.Advance(11 * time.Minute)
-	var rev api.CustomerTokenRevocation
+	var rev wire.CustomerTokenRevocation
 	w.must(w.do("POST", "/v1/customer-tokens/revoke", w.developer, map[string]any{"token": mine.Token}), 200).decode(&rev)
 	if !rev.ExpiresAt.Before(w.clock.Now()) {
 		t.Errorf("revocation of an expired token says it expires at %s", rev.ExpiresAt)
@@ -133,7 +134,7 @@ func TestRevokeEndUserTokens(t *testing.T) {
 	w.must(w.do("GET", "/v1/runs", legacy, nil), 200)
 
 	w.clock.Advance(1500 * time.Millisecond)
-	var rev api.CustomerTokenRevocation
+	var rev wire.CustomerTokenRevocation
 	w.must(w.do("POST", "/v1/customer-tokens/revoke", w.owner, map[string]any{"endUserId": "alice"}), 200).decode(&rev)
 	if rev.EndUserID != "alice" || !rev.IssuedBefore.Equal(w.clock.Now()) || rev.TokenID != "" {
 		t.Errorf("revocation %+v, want alice's tokens issued before %s", rev, w.clock.Now())
@@ -176,7 +177,7 @@ func TestStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	s.waitEnd(5*time.Second, "its revoked token")
 	revokedWith(t, w.do("GET", "/v1/runs/"+run.ID, tok.Token, nil))
 	// The run did not move: the stream ended because of the token.
-	var got api.Run
+	var got wire.Run
 	w.must(w.do("GET", "/v1/runs/"+run.ID, w.developer, nil), 200).decode(&got)
 	if got.Status != "awaiting-approval" {
 		t.Errorf("run is %s", got.Status)

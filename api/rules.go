@@ -1,55 +1,13 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
+	"stead/api/wire"
 	"stead/runtime/engine"
 	"stead/store"
 )
-
-// Rule is a remembered decision, as the API shows it: an expiring,
-// revocable rule a person made from an approval, letting matching calls
-// run without asking.
-type Rule struct {
-	ID        string `json:"id"`
-	Agent     string `json:"agent"`
-	Tool      string `json:"tool"`
-	EndUserID string `json:"endUserId"`
-	// Scope is which inputs it lets through: "any", "exact" (the approved
-	// input, InputDigest) or "schema" (inputs that satisfy When).
-	Scope       string          `json:"scope"`
-	InputDigest string          `json:"inputDigest,omitempty"`
-	When        json.RawMessage `json:"when,omitempty"`
-	// ApprovalID is the approval it was made from, RunID its run,
-	// Deployment the deployment that run was pinned to.
-	ApprovalID string `json:"approvalId"`
-	RunID      string `json:"runId"`
-	Deployment int    `json:"deployment"`
-	// CreatedBy is the key that made it, CreatedByName its member.
-	CreatedBy     string    `json:"createdBy"`
-	CreatedByName string    `json:"createdByName,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
-	ExpiresAt     time.Time `json:"expiresAt"`
-	RevokedAt     time.Time `json:"revokedAt,omitzero"`
-	RevokedBy     string    `json:"revokedBy,omitempty"`
-	RevokedByName string    `json:"revokedByName,omitempty"`
-	// State is active, expired, revoked or ended: a deployment since
-	// changed the tool's posture or the agent's policy, so it no longer
-	// applies to new runs. EndedBy is that deployment when known, Ended
-	// why.
-	State   string `json:"state"`
-	EndedBy int    `json:"endedBy,omitempty"`
-	Ended   string `json:"ended,omitempty"`
-}
-
-// RuleList is GET /v1/rules.
-type RuleList struct {
-	Rules      []Rule `json:"rules"`
-	NextCursor string `json:"nextCursor,omitempty"`
-}
 
 // Rule scopes, as Rule.Scope names them.
 const (
@@ -58,7 +16,7 @@ const (
 	RuleScopeSchema = "schema"
 )
 
-func ruleOf(r engine.RuleInfo) Rule {
+func ruleOf(r engine.RuleInfo) wire.Rule {
 	scope := RuleScopeAny
 	switch {
 	case r.InputDigest != "":
@@ -66,7 +24,7 @@ func ruleOf(r engine.RuleInfo) Rule {
 	case r.When != nil:
 		scope = RuleScopeSchema
 	}
-	return Rule{
+	return wire.Rule{
 		ID: r.ID, Agent: r.Agent, Tool: r.Tool, EndUserID: r.EndUserID,
 		Scope: scope, InputDigest: r.InputDigest, When: r.When,
 		ApprovalID: r.ApprovalID, RunID: r.RunID, Deployment: r.Deployment,
@@ -92,7 +50,7 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return err
 	}
-	out := RuleList{Rules: make([]Rule, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.RuleList{Rules: make([]wire.Rule, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, rule := range page.Items {
 		out.Rules = append(out.Rules, ruleOf(rule))
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"stead/api/wire"
 	"stead/runtime/engine"
 )
 
@@ -24,7 +25,7 @@ func TestRememberErrors(t *testing.T) {
 		{&engine.RememberError{Reason: engine.RememberNotDecider, Message: "approval apr_1 is pending"}, http.StatusConflict, CodeConflict, "remember"},
 	} {
 		e := translate(fmt.Errorf("approve: %w", c.err))
-		fields, _ := e.Details["fields"].([]FieldProblem)
+		fields, _ := e.Details["fields"].([]wire.FieldProblem)
 		if e.Status != c.status || e.Code != c.code || len(fields) != 1 || fields[0].Field != c.field ||
 			fields[0].Message != c.err.Message || e.Details["code"] != c.err.Reason {
 			t.Errorf("%s: translated to %d %s %+v", c.err.Reason, e.Status, e.Code, e.Details)

@@ -9,6 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/runtime/engine"
 )
@@ -55,7 +56,7 @@ func TestRules(t *testing.T) {
 	}
 	w.wait(run.ID, "terminal")
 
-	var list api.RuleList
+	var list wire.RuleList
 	w.must(w.do("GET", "/v1/rules", w.owner, nil), 200).decode(&list)
 	if len(list.Rules) != 1 {
 		t.Fatalf("rules %+v", list.Rules)
@@ -81,7 +82,7 @@ func TestRules(t *testing.T) {
 		{"?endUserId=bob", 0},
 		{"?status=all", 1},
 	} {
-		var l api.RuleList
+		var l wire.RuleList
 		w.must(w.do("GET", "/v1/rules"+c.query, w.developer, nil), 200).decode(&l)
 		if len(l.Rules) != c.want {
 			t.Errorf("GET /v1/rules%s: %d rules, want %d", c.query, len(l.Rules), c.want)
@@ -92,7 +93,7 @@ func TestRules(t *testing.T) {
 		t.Errorf("bad status: %+v", e)
 	}
 
-	var one api.Rule
+	var one wire.Rule
 	w.must(w.do("GET", "/v1/rules/"+made.ID, w.owner, nil), 200).decode(&one)
 	if one.ID != made.ID || one.CreatedBy != a.DecidedBy {
 		t.Errorf("rule %+v", one)
@@ -105,13 +106,13 @@ func TestRules(t *testing.T) {
 
 	w.viewer = w.newKey("viewer").Key
 	w.must(w.do("DELETE", "/v1/rules/"+made.ID, w.viewer, nil), 403)
-	var revoked api.Rule
+	var revoked wire.Rule
 	w.must(w.do("DELETE", "/v1/rules/"+made.ID, w.developer, nil), 200).decode(&revoked)
 	if revoked.State != "revoked" || revoked.RevokedAt.IsZero() || revoked.RevokedBy == "" {
 		t.Fatalf("revoked %+v", revoked)
 	}
 	w.clock.Advance(time.Minute)
-	var again api.Rule
+	var again wire.Rule
 	w.must(w.do("DELETE", "/v1/rules/"+made.ID, w.owner, nil), 200).decode(&again)
 	if !again.RevokedAt.Equal(revoked.RevokedAt) || again.RevokedBy != revoked.RevokedBy {
 		t.Errorf("revoked twice: %+v, want the first revocation %+v", again, revoked)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/runtime/engine"
 	"stead/store"
@@ -34,10 +35,10 @@ type startRunRequest struct {
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q := newQuery(r)
 	wait := q.wait()
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	idem := r.Header.Get("Idempotency-Key")
 	if p := idempotencyKeyProblem(idem); p != "" {
-		problems = append(problems, FieldProblem{Field: "Idempotency-Key", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "Idempotency-Key", Message: p})
 	}
 	problems = append(problems, q.problems...)
 	var req startRunRequest
@@ -45,7 +46,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c *caller) err
 		return err
 	}
 	if p := textProblem(req.EndUserID, true, maxIDLen); p != "" {
-		problems = append(problems, FieldProblem{Field: "endUserId", Message: p})
+		problems = append(problems, wire.FieldProblem{Field: "endUserId", Message: p})
 	}
 	if isNull(req.Input) {
 		req.Input = nil
@@ -152,7 +153,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	out := RunList{Runs: make([]Run, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.RunList{Runs: make([]wire.Run, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, run := range page.Items {
 		v, err := s.showRun(r.Context(), c, run)
 		if err != nil {
@@ -271,7 +272,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, c *caller) er
 	if err != nil {
 		return runError(id, err)
 	}
-	out := EventList{Events: make([]Event, 0, len(events)), NextAfter: after}
+	out := wire.EventList{Events: make([]wire.Event, 0, len(events)), NextAfter: after}
 	for _, e := range events {
 		out.NextAfter = e.Seq
 		if ev, ok := eventFor(c, e); ok {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 func TestStartRunLongPoll(t *testing.T) {
@@ -15,7 +16,7 @@ func TestStartRunLongPoll(t *testing.T) {
 	w := setup(t)
 	resp := w.must(w.do("POST", "/v1/agents/refunds/runs?wait=5s", w.developer,
 		map[string]any{"input": map[string]any{"orderId": "o-1", "amount": 12}, "endUserId": "alice"}), 202)
-	var run api.Run
+	var run wire.Run
 	resp.decode(&run)
 	if run.Status != "awaiting-approval" {
 		t.Fatalf("after ?wait=5s the run is %s, want awaiting-approval", run.Status)
@@ -64,7 +65,7 @@ func TestIdempotencyKey(t *testing.T) {
 	w := setup(t)
 	body := map[string]any{"input": map[string]any{"orderId": "o-1", "amount": 3}, "endUserId": "alice"}
 	first := w.must(w.do("POST", "/v1/agents/refunds/runs", w.developer, body, "Idempotency-Key", "order-o-1"), 202)
-	var a, b api.Run
+	var a, b wire.Run
 	first.decode(&a)
 	if first.header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("first request marked replayed")
@@ -124,9 +125,9 @@ func TestListRuns(t *testing.T) {
 	waiting := w.awaiting("alice")
 	w.wait(w.start("plain", "alice", nil).ID, "terminal")
 
-	list := func(q string) api.RunList {
+	list := func(q string) wire.RunList {
 		t.Helper()
-		var l api.RunList
+		var l wire.RunList
 		w.must(w.do("GET", "/v1/runs"+q, w.owner, nil), 200).decode(&l)
 		return l
 	}
@@ -169,10 +170,10 @@ func TestEventPages(t *testing.T) {
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", w.owner, nil), 200)
 	w.wait(run.ID, "terminal")
 
-	var all []api.Event
+	var all []wire.Event
 	after := int64(0)
 	for range 50 {
-		var page api.EventList
+		var page wire.EventList
 		w.must(w.do("GET", "/v1/runs/"+run.ID+"/events?limit=2&after="+strconv.FormatInt(after, 10), w.developer, nil), 200).decode(&page)
 		if len(page.Events) == 0 {
 			if page.NextAfter != after {
@@ -213,7 +214,7 @@ func TestSSEResume(t *testing.T) {
 	run := w.awaiting("alice")
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", w.owner, nil), 200)
 	w.wait(run.ID, "terminal")
-	var page api.EventList
+	var page wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events?limit=500", w.developer, nil), 200).decode(&page)
 	total := len(page.Events)
 	if total < 6 {
@@ -276,7 +277,7 @@ func TestSSEHeartbeat(t *testing.T) {
 	t.Parallel()
 	w := setup(t, func(c *api.Config) { c.Heartbeat = 20e6 })
 	run := w.awaiting("alice")
-	var page api.EventList
+	var page wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events?limit=500", w.developer, nil), 200).decode(&page)
 	s := w.stream("/v1/runs/"+run.ID+"/events?after="+strconv.FormatInt(page.NextAfter, 10), w.developer)
 	// Read raw lines until a heartbeat comment arrives.
@@ -299,7 +300,7 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
-	var got api.Run
+	var got wire.Run
 	w.must(w.do("POST", "/v1/runs/"+run.ID+"/cancel", w.developer, nil), 200).decode(&got)
 	if got.Status != "cancelled" || got.Error == nil || got.Error.Code != "cancelled" || got.Approval != nil {
 		t.Fatalf("cancelled run %+v", got)
@@ -308,7 +309,7 @@ func TestCancel(t *testing.T) {
 	if e := resp.apiErr(); e.Code != api.CodeConflict || !strings.Contains(e.Message, "already cancelled") {
 		t.Errorf("second cancel: %+v", e)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.Status != "cancelled" {
 		t.Errorf("approval of a cancelled run is %s", a.Status)
@@ -336,7 +337,7 @@ func TestForeignIDsAreNotFound(t *testing.T) {
 			t.Errorf("%s %s: %s / %s", req.method, req.path, foreign.body, missing.body)
 		}
 	}
-	var got api.Run
+	var got wire.Run
 	w.must(w.do("GET", "/v1/runs/"+run.ID, w.owner, nil), 200).decode(&got)
 	if got.Status != "awaiting-approval" {
 		t.Errorf("another project's requests moved the run to %s", got.Status)
@@ -354,7 +355,7 @@ func TestCustomerSeesAFilteredTrace(t *testing.T) {
 	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/deny", w.owner, map[string]any{"note": "not eligible"}), 200)
 	w.wait(run.ID, "terminal")
 
-	var full, seen api.EventList
+	var full, seen wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.developer, nil), 200).decode(&full)
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
 	if len(seen.Events) == 0 || seen.NextAfter != full.NextAfter {
@@ -392,10 +393,10 @@ func TestCustomerDoesNotSeeLogLines(t *testing.T) {
 	w := setup(t)
 	run := w.start("plain", "alice", map[string]any{})
 	w.wait(run.ID, "terminal")
-	var full, seen api.EventList
+	var full, seen wire.EventList
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.developer, nil), 200).decode(&full)
 	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
-	logs := func(l api.EventList) (n int) {
+	logs := func(l wire.EventList) (n int) {
 		for _, e := range l.Events {
 			if e.Type == "log" {
 				n++
@@ -435,7 +436,7 @@ func TestCustomerRunIsTrimmed(t *testing.T) {
 	w := setup(t)
 	run := w.awaiting("alice")
 	resp := w.must(w.do("GET", "/v1/runs/"+run.ID, w.customer, nil), 200)
-	var waiting api.Run
+	var waiting wire.Run
 	resp.decode(&waiting)
 	if waiting.Approval == nil || waiting.Approval.Tool != "refundOrder" || waiting.Approval.Reason != "" {
 		t.Errorf("customer view of a waiting run: %+v", waiting.Approval)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 )
 
 // TestSlackNotConfigured: without Config.Slack the interactivity route
@@ -50,9 +51,9 @@ func TestMemberChat(t *testing.T) {
 			t.Errorf("chat %v: %s %q; want invalid_argument naming %s", c.chat, e.Code, e.Message, c.field)
 		}
 	}
-	var m api.Member
+	var m wire.Member
 	w.must(link(ana, slack("T0STEAD", "U0ANA"), slack("E0GRID", "W0ANA")), 200).decode(&m)
-	if len(m.Chat) != 2 || m.Chat[0] != (api.ChatIdentity{Kind: "slack", Team: "T0STEAD", User: "U0ANA"}) {
+	if len(m.Chat) != 2 || m.Chat[0] != (wire.ChatIdentity{Kind: "slack", Team: "T0STEAD", User: "U0ANA"}) {
 		t.Errorf("linked: %+v", m.Chat)
 	}
 	resp := w.must(link(bo, slack("T0STEAD", "U0ANA")), 409)
@@ -65,7 +66,7 @@ func TestMemberChat(t *testing.T) {
 	if len(m.Chat) != 2 {
 		t.Errorf("the owner reads chat %+v", m.Chat)
 	}
-	var list api.MemberList
+	var list wire.MemberList
 	w.must(w.do("GET", "/v1/members", w.developer, nil), 200).decode(&list)
 	for _, m := range list.Members {
 		if len(m.Chat) > 0 {
@@ -77,7 +78,7 @@ func TestMemberChat(t *testing.T) {
 	if len(m.Chat) != 2 {
 		t.Errorf("after a rename: %+v", m.Chat)
 	}
-	var unlinked api.Member
+	var unlinked wire.Member
 	w.must(link(ana), 200).decode(&unlinked)
 	if len(unlinked.Chat) != 0 {
 		t.Errorf("after unlinking: %+v", unlinked.Chat)

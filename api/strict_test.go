@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/notify/notifytest"
 )
 
@@ -78,12 +79,12 @@ func TestStrictBodiesChangeNothing(t *testing.T) {
 	if after := w.snapshot(); after != before {
 		t.Errorf("refused requests changed state:\nbefore %s\nafter  %s", before, after)
 	}
-	var list api.RunList
+	var list wire.RunList
 	w.must(w.do("GET", "/v1/runs?endUserId=mallory", w.owner, nil), 200).decode(&list)
 	if len(list.Runs) != 0 {
 		t.Errorf("mallory has runs: %+v", list.Runs)
 	}
-	var a api.Approval
+	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+run.Approval.ID, w.owner, nil), 200).decode(&a)
 	if a.Status != "pending" || a.DecidedBy != "" {
 		t.Errorf("approval %s after refused decisions (by %q)", a.Status, a.DecidedBy)
@@ -120,7 +121,7 @@ func TestStrictBodiesEveryRoute(t *testing.T) {
 	run := w.awaiting("alice")
 	hook := w.newWebhook(rc.URL).ID
 	ping := w.ping(hook).ID
-	var ana api.Member
+	var ana wire.Member
 	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
 	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 201)
 	routes := []bodyRoute{

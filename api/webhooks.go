@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,103 +11,16 @@ import (
 	"strings"
 	"time"
 
+	"stead/api/wire"
 	"stead/notify"
 	"stead/store"
 )
-
-// Webhook is a webhook endpoint of the project, as the API shows it: where
-// its events are POSTed, signed per the Standard Webhooks spec (package
-// notify). Its secret is in the answers to POST /v1/webhooks and POST
-// /v1/webhooks/{id}/rotate only.
-type Webhook struct {
-	// ID is "whe_…".
-	ID string `json:"id"`
-	// URL is where deliveries are POSTed.
-	URL string `json:"url"`
-	// Events are the event types it receives; none: every type.
-	Events []string `json:"events,omitempty"`
-	// Agents are the agents whose events it receives; none: every agent.
-	Agents []string `json:"agents,omitempty"`
-	// IncludeInput: approval events carry the tool's input.
-	IncludeInput bool `json:"includeInput"`
-	// State is WebhookEnabled or WebhookDisabled; a disabled endpoint has
-	// DisabledAt and DisabledReason (a 410, failing for 5 days, or by
-	// hand).
-	State          string    `json:"state"`
-	DisabledAt     time.Time `json:"disabledAt,omitzero"`
-	DisabledReason string    `json:"disabledReason,omitempty"`
-	// FailingSince is when the first of the deliveries that have failed
-	// since its last success failed; the endpoint is disabled once that is
-	// notify.FailingLimit ago.
-	FailingSince time.Time `json:"failingSince,omitzero"`
-	// PreviousSecretUntil is when the secret a rotation replaced stops
-	// signing deliveries beside the current one; absent when none does.
-	PreviousSecretUntil time.Time `json:"previousSecretUntil,omitzero"`
-	CreatedAt           time.Time `json:"createdAt"`
-	UpdatedAt           time.Time `json:"updatedAt"`
-	// Secret ("whsec_…") signs its deliveries: shown when the endpoint is
-	// created or its secret rotated, never again.
-	Secret string `json:"secret,omitempty"`
-}
 
 // The states of a Webhook.
 const (
 	WebhookEnabled  = "enabled"
 	WebhookDisabled = "disabled"
 )
-
-// WebhookList is GET /v1/webhooks.
-type WebhookList struct {
-	Webhooks []Webhook `json:"webhooks"`
-}
-
-// WebhookDelivery is one event on its way to an endpoint, with its
-// attempts.
-type WebhookDelivery struct {
-	// ID is the webhook-id header of every attempt: the receiver's dedupe
-	// key, the same for every retry and replay.
-	ID        string `json:"id"`
-	WebhookID string `json:"webhookId"`
-	Type      string `json:"type"`
-	// RunID and Seq name the trace event it reports (none for a ping).
-	RunID string `json:"runId,omitempty"`
-	Seq   int64  `json:"seq,omitempty"`
-	// Status is pending, delivered or failed.
-	Status string `json:"status"`
-	// Tries counts every attempt; Attempts keeps the first and the latest.
-	Tries    int              `json:"tries"`
-	NextAt   time.Time        `json:"nextAt,omitzero"`
-	Attempts []WebhookAttempt `json:"attempts"`
-	// Body is the payload as signed and sent, in GET
-	// /v1/webhooks/{id}/deliveries/{deliveryId} only.
-	Body      json.RawMessage `json:"body,omitempty"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-}
-
-// WebhookAttempt is one try of a delivery.
-type WebhookAttempt struct {
-	At time.Time `json:"at"`
-	// Status is the receiver's HTTP status; 0 when there was no response
-	// (Error says why).
-	Status    int    `json:"status"`
-	LatencyMs int64  `json:"latencyMs"`
-	Error     string `json:"error,omitempty"`
-	// Response is the start of the response body (at most 1 KiB).
-	Response string `json:"response,omitempty"`
-}
-
-// WebhookDeliveryList is GET /v1/webhooks/{id}/deliveries.
-type WebhookDeliveryList struct {
-	Deliveries []WebhookDelivery `json:"deliveries"`
-	NextCursor string            `json:"nextCursor,omitempty"`
-}
-
-// WebhookRetry is the answer to POST /v1/webhooks/{id}/retry.
-type WebhookRetry struct {
-	// Retried is how many deliveries are due again now.
-	Retried int `json:"retried"`
-}
 
 // Limits of the webhook routes.
 const (
@@ -120,8 +32,8 @@ const (
 	MaxWebhookRetry = 1000
 )
 
-func webhookOf(e store.Endpoint, now time.Time) Webhook {
-	out := Webhook{
+func webhookOf(e store.Endpoint, now time.Time) wire.Webhook {
+	out := wire.Webhook{
 		ID: e.ID, URL: e.URL, Events: e.Events, Agents: e.Agents, IncludeInput: e.IncludeInput,
 		State: WebhookEnabled, DisabledAt: e.DisabledAt, DisabledReason: e.DisabledReason,
 		FailingSince: e.FailingSince, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
@@ -137,14 +49,14 @@ func webhookOf(e store.Endpoint, now time.Time) Webhook {
 	return out
 }
 
-func deliveryOf(d store.Delivery, body bool) WebhookDelivery {
-	out := WebhookDelivery{
+func deliveryOf(d store.Delivery, body bool) wire.WebhookDelivery {
+	out := wire.WebhookDelivery{
 		ID: d.ID, WebhookID: d.EndpointID, Type: d.Type, RunID: d.RunID, Seq: d.Seq,
 		Status: string(d.Status), Tries: d.Tries, NextAt: d.NextAt,
-		Attempts: make([]WebhookAttempt, len(d.Attempts)), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		Attempts: make([]wire.WebhookAttempt, len(d.Attempts)), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 	for i, a := range d.Attempts {
-		out.Attempts[i] = WebhookAttempt{At: a.At, Status: a.Status, LatencyMs: a.LatencyMs, Error: a.Error, Response: a.Response}
+		out.Attempts[i] = wire.WebhookAttempt{At: a.At, Status: a.Status, LatencyMs: a.LatencyMs, Error: a.Error, Response: a.Response}
 	}
 	if body {
 		out.Body = d.Body
@@ -170,15 +82,15 @@ func (req webhookRequest) empty() bool {
 
 // check names every field of the request that cannot be; create needs a
 // URL and takes no enabled.
-func (req webhookRequest) check(create bool) []FieldProblem {
-	var problems []FieldProblem
+func (req webhookRequest) check(create bool) []wire.FieldProblem {
+	var problems []wire.FieldProblem
 	switch {
 	case req.URL != nil:
 		if p := webhookURLProblem(*req.URL); p != "" {
-			problems = append(problems, FieldProblem{Field: "url", Message: p})
+			problems = append(problems, wire.FieldProblem{Field: "url", Message: p})
 		}
 	case create:
-		problems = append(problems, FieldProblem{Field: "url", Message: "is required: the absolute http or https URL deliveries are POSTed to, such as https://hooks.example.com/stead"})
+		problems = append(problems, wire.FieldProblem{Field: "url", Message: "is required: the absolute http or https URL deliveries are POSTed to, such as https://hooks.example.com/stead"})
 	}
 	if req.Events != nil {
 		problems = append(problems, filterProblems("events", *req.Events, "event types", func(t string) string {
@@ -194,7 +106,7 @@ func (req webhookRequest) check(create bool) []FieldProblem {
 		})...)
 	}
 	if create && req.Enabled != nil {
-		problems = append(problems, FieldProblem{Field: "enabled", Message: "a new endpoint is enabled; enabled is for PATCH /v1/webhooks/{id}"})
+		problems = append(problems, wire.FieldProblem{Field: "enabled", Message: "a new endpoint is enabled; enabled is for PATCH /v1/webhooks/{id}"})
 	}
 	return problems
 }
@@ -223,14 +135,14 @@ func webhookURLProblem(raw string) string {
 
 // filterProblems checks an events or agents list: at most
 // MaxWebhookFilter items, each good by bad ("" when it is).
-func filterProblems(field string, items []string, what string, bad func(string) string) []FieldProblem {
+func filterProblems(field string, items []string, what string, bad func(string) string) []wire.FieldProblem {
 	if len(items) > MaxWebhookFilter {
-		return []FieldProblem{{Field: field, Message: fmt.Sprintf("may name at most %d %s (got %d); leave it out to get every one", MaxWebhookFilter, what, len(items))}}
+		return []wire.FieldProblem{{Field: field, Message: fmt.Sprintf("may name at most %d %s (got %d); leave it out to get every one", MaxWebhookFilter, what, len(items))}}
 	}
-	var problems []FieldProblem
+	var problems []wire.FieldProblem
 	for i, it := range items {
 		if p := bad(it); p != "" {
-			problems = append(problems, FieldProblem{Field: fmt.Sprintf("%s[%d]", field, i), Message: p})
+			problems = append(problems, wire.FieldProblem{Field: fmt.Sprintf("%s[%d]", field, i), Message: p})
 		}
 	}
 	return problems
@@ -314,7 +226,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, c *caller)
 		return err
 	}
 	now := s.now()
-	out := WebhookList{Webhooks: make([]Webhook, 0, len(es))}
+	out := wire.WebhookList{Webhooks: make([]wire.Webhook, 0, len(es))}
 	for _, e := range es {
 		out.Webhooks = append(out.Webhooks, webhookOf(e, now))
 	}
@@ -477,7 +389,7 @@ func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request, c
 	if err != nil {
 		return err
 	}
-	out := WebhookDeliveryList{Deliveries: make([]WebhookDelivery, 0, len(page.Items)), NextCursor: page.NextCursor}
+	out := wire.WebhookDeliveryList{Deliveries: make([]wire.WebhookDelivery, 0, len(page.Items)), NextCursor: page.NextCursor}
 	for _, d := range page.Items {
 		out.Deliveries = append(out.Deliveries, deliveryOf(d, false))
 	}
@@ -509,32 +421,32 @@ type retryRequest struct {
 }
 
 // window reads since and until; ok is false for one delivery.
-func (req retryRequest) window(now time.Time) (since, until time.Time, ok bool, problems []FieldProblem) {
+func (req retryRequest) window(now time.Time) (since, until time.Time, ok bool, problems []wire.FieldProblem) {
 	parse := func(field, v string) time.Time {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			problems = append(problems, FieldProblem{Field: field, Message: fmt.Sprintf("must be an RFC 3339 time such as 2026-11-29T12:00:00Z (got %q)", v)})
+			problems = append(problems, wire.FieldProblem{Field: field, Message: fmt.Sprintf("must be an RFC 3339 time such as 2026-11-29T12:00:00Z (got %q)", v)})
 		}
 		return t
 	}
 	switch {
 	case req.DeliveryID != nil && (req.Since != nil || req.Until != nil):
-		problems = append(problems, FieldProblem{Field: "deliveryId", Message: "names one delivery: send deliveryId, or since (and until) for a time range, not both"})
+		problems = append(problems, wire.FieldProblem{Field: "deliveryId", Message: "names one delivery: send deliveryId, or since (and until) for a time range, not both"})
 	case req.DeliveryID != nil:
 		if p := textProblem(*req.DeliveryID, true, 100); p != "" {
-			problems = append(problems, FieldProblem{Field: "deliveryId", Message: p})
+			problems = append(problems, wire.FieldProblem{Field: "deliveryId", Message: p})
 		}
 	case req.Since == nil && req.Until != nil:
-		problems = append(problems, FieldProblem{Field: "since", Message: "is required with until: the range is from since to until"})
+		problems = append(problems, wire.FieldProblem{Field: "since", Message: "is required with until: the range is from since to until"})
 	case req.Since == nil:
-		problems = append(problems, FieldProblem{Field: "deliveryId", Message: "is required, or since (and until) for a time range: say what to retry"})
+		problems = append(problems, wire.FieldProblem{Field: "deliveryId", Message: "is required, or since (and until) for a time range: say what to retry"})
 	default:
 		since, until, ok = parse("since", *req.Since), now, true
 		if req.Until != nil {
 			until = parse("until", *req.Until)
 		}
 		if len(problems) == 0 && until.Before(since) {
-			problems = append(problems, FieldProblem{Field: "until", Message: fmt.Sprintf("must not be before since (%s)", since.UTC().Format(time.RFC3339))})
+			problems = append(problems, wire.FieldProblem{Field: "until", Message: fmt.Sprintf("must not be before since (%s)", since.UTC().Format(time.RFC3339))})
 		}
 	}
 	return since, until, ok, problems
@@ -586,7 +498,7 @@ func (s *Server) retryWebhook(w http.ResponseWriter, r *http.Request, c *caller)
 	if retried > 0 && s.cfg.Notifications != nil {
 		s.cfg.Notifications.Kick()
 	}
-	writeJSON(w, http.StatusOK, WebhookRetry{Retried: retried})
+	writeJSON(w, http.StatusOK, wire.WebhookRetry{Retried: retried})
 	return nil
 }
 

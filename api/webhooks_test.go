@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/notify"
 	"stead/notify/notifytest"
 	"stead/runtime/egress"
@@ -54,31 +55,31 @@ func (n *notifications) pass(t testing.TB) {
 
 // newWebhook adds an endpoint of project A for url and returns it with its
 // secret.
-func (w *world) newWebhook(url string) api.Webhook {
+func (w *world) newWebhook(url string) wire.Webhook {
 	w.t.Helper()
-	var h api.Webhook
+	var h wire.Webhook
 	w.must(w.do("POST", "/v1/webhooks", w.owner, map[string]any{"url": url}), 201).decode(&h)
 	return h
 }
 
 // ping pings a webhook and returns the delivery.
-func (w *world) ping(id string) api.WebhookDelivery {
+func (w *world) ping(id string) wire.WebhookDelivery {
 	w.t.Helper()
-	var d api.WebhookDelivery
+	var d wire.WebhookDelivery
 	w.must(w.do("POST", "/v1/webhooks/"+id+"/ping", w.owner, nil), 200).decode(&d)
 	return d
 }
 
-func (w *world) delivery(hook, id string) api.WebhookDelivery {
+func (w *world) delivery(hook, id string) wire.WebhookDelivery {
 	w.t.Helper()
-	var d api.WebhookDelivery
+	var d wire.WebhookDelivery
 	w.must(w.do("GET", "/v1/webhooks/"+hook+"/deliveries/"+id, w.owner, nil), 200).decode(&d)
 	return d
 }
 
-func (w *world) getWebhook(id string) api.Webhook {
+func (w *world) getWebhook(id string) wire.Webhook {
 	w.t.Helper()
-	var h api.Webhook
+	var h wire.Webhook
 	w.must(w.do("GET", "/v1/webhooks/"+id, w.owner, nil), 200).decode(&h)
 	return h
 }
@@ -108,7 +109,7 @@ func TestWebhooks(t *testing.T) {
 	if n.Notifies(ctx, w.project.ID) {
 		t.Fatal("a project without endpoints notifies")
 	}
-	var h api.Webhook
+	var h wire.Webhook
 	w.must(w.do("POST", "/v1/webhooks", w.owner, map[string]any{
 		"url": rc.URL, "events": []string{"approval.requested", "run.failed", "approval.requested"}, "agents": []string{"refunds"}, "includeInput": true,
 	}), 201).decode(&h)
@@ -123,7 +124,7 @@ func TestWebhooks(t *testing.T) {
 
 	// The secret is shown once.
 	list := w.must(w.do("GET", "/v1/webhooks", w.owner, nil), 200)
-	var hooks api.WebhookList
+	var hooks wire.WebhookList
 	list.decode(&hooks)
 	if len(hooks.Webhooks) != 1 || hooks.Webhooks[0].ID != h.ID || strings.Contains(string(list.body), "whsec_") {
 		t.Errorf("list %s", list.body)
@@ -152,7 +153,7 @@ func TestWebhooks(t *testing.T) {
 	}
 
 	// Rotate: the new secret signs first, the old one beside it for 24 h.
-	var rot api.Webhook
+	var rot wire.Webhook
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/rotate", w.owner, nil), 200).decode(&rot)
 	if !strings.HasPrefix(rot.Secret, "whsec_") || rot.Secret == secret0 || !rot.PreviousSecretUntil.Equal(w.clock.Now().Add(notify.RotationOverlap)) {
 		t.Fatalf("rotated %+v", rot)
@@ -182,13 +183,13 @@ func TestWebhooks(t *testing.T) {
 	secret2 := rot.Secret
 
 	// The log: newest first, without bodies; one delivery with its body.
-	var log api.WebhookDeliveryList
+	var log wire.WebhookDeliveryList
 	resp := w.must(w.do("GET", "/v1/webhooks/"+h.ID+"/deliveries", w.owner, nil), 200)
 	resp.decode(&log)
 	if len(log.Deliveries) != 4 || log.Deliveries[0].ID != d.ID || strings.Contains(string(resp.body), `"body"`) {
 		t.Fatalf("log %s", resp.body)
 	}
-	var page api.WebhookDeliveryList
+	var page wire.WebhookDeliveryList
 	w.must(w.do("GET", "/v1/webhooks/"+h.ID+"/deliveries?limit=3", w.owner, nil), 200).decode(&page)
 	if len(page.Deliveries) != 3 || page.NextCursor == "" {
 		t.Fatalf("first page %+v", page)
@@ -211,7 +212,7 @@ func TestWebhooks(t *testing.T) {
 	}
 	rc.Status.Store(http.StatusOK)
 	kicks := n.kicks.Load()
-	var retried api.WebhookRetry
+	var retried wire.WebhookRetry
 	w.must(w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"deliveryId": failed.ID}), 200).decode(&retried)
 	if retried.Retried != 1 || n.kicks.Load() != kicks+1 {
 		t.Errorf("retried %d (kicked %d times)", retried.Retried, n.kicks.Load()-kicks)
@@ -290,7 +291,7 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("a ping of a disabled endpoint: %+v", p)
 	}
 	rc.Next()
-	g = api.Webhook{}
+	g = wire.Webhook{}
 	w.must(w.do("PATCH", "/v1/webhooks/"+h.ID, w.owner, map[string]any{"enabled": true}), 200).decode(&g)
 	if g.State != api.WebhookEnabled || !g.DisabledAt.IsZero() || g.DisabledReason != "" || !g.FailingSince.IsZero() {
 		t.Errorf("enabled again: %+v", g)
@@ -298,7 +299,7 @@ func TestWebhooks(t *testing.T) {
 
 	// PATCH changes what it names and nothing else; enabled: false stops
 	// deliveries by hand, naming who.
-	g = api.Webhook{}
+	g = wire.Webhook{}
 	w.must(w.do("PATCH", "/v1/webhooks/"+h.ID, w.owner, map[string]any{"events": []string{}, "includeInput": false, "enabled": false}), 200).decode(&g)
 	if len(g.Events) != 0 || g.IncludeInput || strings.Join(g.Agents, ",") != "refunds" || g.URL != rc.URL ||
 		g.State != api.WebhookDisabled || !strings.HasPrefix(g.DisabledReason, "disabled by ") || !strings.Contains(g.DisabledReason, "key_") {
@@ -361,7 +362,7 @@ func TestWebhookRefusals(t *testing.T) {
 			refused(t, w.do("POST", "/v1/webhooks", w.owner, c.body), c.field, c.says)
 		})
 	}
-	var hooks api.WebhookList
+	var hooks wire.WebhookList
 	if w.must(w.do("GET", "/v1/webhooks", w.owner, nil), 200).decode(&hooks); len(hooks.Webhooks) != 0 {
 		t.Fatalf("refused creates made %+v", hooks.Webhooks)
 	}
@@ -435,7 +436,7 @@ func TestWebhookRefusals(t *testing.T) {
 		t.Error("refused retries kicked the notifier")
 	}
 	// Exactly 1000 is taken, and the notifier kicked once.
-	var retried api.WebhookRetry
+	var retried wire.WebhookRetry
 	w.must(w.do("POST", retry, w.owner, map[string]any{"since": at.Add(time.Millisecond).Format(time.RFC3339Nano)}), 200).decode(&retried)
 	if got := w.delivery(h.ID, ds[1].ID); retried.Retried != api.MaxWebhookRetry || got.Status != "pending" || n.kicks.Load() != 1 {
 		t.Errorf("retried %d (the first %s; %d kicks), want %d", retried.Retried, got.Status, n.kicks.Load(), api.MaxWebhookRetry)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/store"
 )
 
@@ -57,7 +57,7 @@ func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
 	if o.cursor != "" {
 		q.Set("cursor", o.cursor)
 	}
-	var list api.ApprovalList
+	var list wire.ApprovalList
 	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/approvals", query: q}, &list)
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func (a *app) approvals(ctx context.Context, o approvalsOptions) error {
 	if withStatus {
 		header = append(header[:4], append([]string{"STATUS"}, header[4:]...)...)
 	}
-	withVotes := slices.ContainsFunc(list.Approvals, func(ap api.Approval) bool { return len(ap.Approvers) > 0 })
+	withVotes := slices.ContainsFunc(list.Approvals, func(ap wire.Approval) bool { return len(ap.Approvers) > 0 })
 	if withVotes {
 		header = append(header[:len(header)-1], "VOTES", "REASON")
 	}
@@ -116,7 +116,7 @@ func (a *app) approvalCommand() *cobra.Command {
 		Short: "Show an approval: the exact input, reason, run and expiry",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var ap api.Approval
+			var ap wire.Approval
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodGet, path: path("v1", "approvals", args[0])}, &ap); done || err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (a *app) approvalCommand() *cobra.Command {
 	}
 }
 
-func (a *app) printApproval(ap api.Approval) {
+func (a *app) printApproval(ap wire.Approval) {
 	w := a.stdout()
 	now := a.now()
 	fmt.Fprintf(w, "approval %s  %s\n", ap.ID, ap.Status)
@@ -264,8 +264,8 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 	failed := 0
 	for _, id := range ids {
 		var out struct {
-			api.Approval
-			RememberedRule *api.Rule `json:"rememberedRule"`
+			wire.Approval
+			RememberedRule *wire.Rule `json:"rememberedRule"`
 		}
 		resp, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "approvals", id, verb), body: body}, &out)
 		ap := out.Approval
@@ -323,7 +323,7 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 
 // votesShort is an approval's quorum in a table cell: "1/2 finance",
 // "-" for one without approvers.
-func votesShort(ap api.Approval) string {
+func votesShort(ap wire.Approval) string {
 	if len(ap.Approvers) == 0 {
 		return "-"
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/runtime/agent"
 	"stead/runtime/bundle"
 )
@@ -120,7 +120,7 @@ func (a *app) deploy(ctx context.Context, dir string, yes bool) error {
 	if err != nil {
 		return err
 	}
-	var d api.Deployment
+	var d wire.Deployment
 	body, err := c.call(ctx, request{
 		method: http.MethodPost, path: "/v1/deployments",
 		// The config goes as text so that problems point into the file.
@@ -174,7 +174,7 @@ type removal struct {
 // by --yes, else by a "y" on a terminal; without either the deploy is
 // refused. It returns nil when nothing is removed.
 func (a *app) confirmRemovals(ctx context.Context, c *client, agents map[string]json.RawMessage, yes bool) (*removal, error) {
-	var page api.DeploymentList
+	var page wire.DeploymentList
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/deployments", query: url.Values{"limit": {"1"}}}, &page); err != nil {
 		return nil, fmt.Errorf("read the latest deployment's agents: %w", err)
 	}
@@ -260,7 +260,7 @@ func deployProblems(ae *apiError) []string {
 	var lines []string
 	switch ae.Details["field"] {
 	case "config":
-		var ps []api.ConfigProblem
+		var ps []wire.ConfigProblem
 		if json.Unmarshal(b, &ps) != nil {
 			return nil
 		}
@@ -268,7 +268,7 @@ func deployProblems(ae *apiError) []string {
 			lines = append(lines, configLine(p.Pointer, p.Message, p.Line, p.Column))
 		}
 	case "bundle":
-		var ps []api.BundleProblem
+		var ps []wire.BundleProblem
 		if json.Unmarshal(b, &ps) != nil {
 			return nil
 		}

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"stead/api/wire"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"stead/api"
 )
 
 func (a *app) groupsCommand() *cobra.Command {
@@ -121,16 +120,16 @@ func (c *client) memberIDs(ctx context.Context, names []string, withRemoved bool
 	if withRemoved {
 		p += "?removed=true"
 	}
-	var list api.MemberList
+	var list wire.MemberList
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: p}, &list); err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(names))
 	for _, n := range names {
-		var found []api.Member
+		var found []wire.Member
 		for _, m := range list.Members {
 			if m.ID == n {
-				found = []api.Member{m}
+				found = []wire.Member{m}
 				break
 			}
 			if m.Name == n || (m.Email != "" && m.Email == n) {
@@ -157,7 +156,7 @@ func (c *client) memberIDs(ctx context.Context, names []string, withRemoved bool
 // one line that done starts ("created group "), and with detail its
 // description, times and members.
 func (a *app) groupCall(ctx context.Context, c *client, req request, done string, detail bool) error {
-	var g api.Group
+	var g wire.Group
 	body, err := c.call(ctx, req, &g)
 	if err != nil {
 		return err
@@ -181,7 +180,7 @@ func (a *app) groupCall(ctx context.Context, c *client, req request, done string
 }
 
 // memberTable lists a group's members with their ids and roles.
-func memberTable(w io.Writer, ms []api.GroupMember) error {
+func memberTable(w io.Writer, ms []wire.GroupMember) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -198,13 +197,13 @@ func memberTable(w io.Writer, ms []api.GroupMember) error {
 }
 
 // groupLine is a group as one line: "finance: Ana Diaz, Bo Li".
-func groupLine(g api.Group) string {
+func groupLine(g wire.Group) string {
 	return g.Name + ": " + memberNames(g.Members)
 }
 
 // memberNames names a group's members, in the API's order (by name); a
 // member removed from the project is marked.
-func memberNames(ms []api.GroupMember) string {
+func memberNames(ms []wire.GroupMember) string {
 	if len(ms) == 0 {
 		return "no members"
 	}
@@ -219,7 +218,7 @@ func memberNames(ms []api.GroupMember) string {
 }
 
 func (a *app) groupsList(ctx context.Context) error {
-	var list api.GroupList
+	var list wire.GroupList
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/groups"}, &list); done || err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/runtime/bundle"
 )
 
@@ -24,7 +24,7 @@ func (a *app) agentsCommand() *cobra.Command {
 		Short: "List the agents of the latest deployment, with their tools' posture",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list api.AgentList
+			var list wire.AgentList
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodGet, path: "/v1/agents"}, &list); done || err != nil {
 				return err
 			}
@@ -74,7 +74,7 @@ func (a *app) deploymentsCommand() *cobra.Command {
 		Short: "List the project's deployments, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list api.DeploymentList
+			var list wire.DeploymentList
 			q := url.Values{"limit": {strconv.Itoa(limit)}}
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodGet, path: "/v1/deployments", query: q}, &list); done || err != nil {
 				return err
@@ -124,7 +124,7 @@ func (a *app) brokerCommand() *cobra.Command {
 		Short: "List a collection's records in key order",
 		Args:  exactArgs("COLLECTION"),
 		RunE: scoped(func(ctx context.Context, args []string) error {
-			var page api.BrokerList
+			var page wire.BrokerList
 			if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: path("v1", "broker", args[0]), query: q()}, &page); done || err != nil {
 				return err
 			}
@@ -141,7 +141,7 @@ func (a *app) brokerCommand() *cobra.Command {
 		Short: "Print one record's value",
 		Args:  exactArgs("COLLECTION", "KEY"),
 		RunE: scoped(func(ctx context.Context, args []string) error {
-			var rec api.BrokerRecord
+			var rec wire.BrokerRecord
 			if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: path("v1", "broker", args[0], args[1]), query: q()}, &rec); done || err != nil {
 				return err
 			}
@@ -160,7 +160,7 @@ func (a *app) brokerCommand() *cobra.Command {
 			if !json.Valid(value) {
 				return usagef("VALUE is not JSON: quote a string as JSON ('\"text\"') or give @file")
 			}
-			var rec api.BrokerRecord
+			var rec wire.BrokerRecord
 			req := request{method: http.MethodPut, path: path("v1", "broker", args[0], args[1]), query: q(), body: map[string]json.RawMessage{"value": value}}
 			if done, err := a.callOrPrint(ctx, req, &rec); done || err != nil {
 				return err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/approvals"
 )
 
@@ -48,7 +48,7 @@ func (a *app) keysCommand() *cobra.Command {
 		Short: "Revoke an API key; it stops working at once",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var k api.APIKey
+			var k wire.APIKey
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "keys", args[0])}, &k); done || err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ func (a *app) keysCommand() *cobra.Command {
 }
 
 func (a *app) keysCreate(ctx context.Context, role, name string) error {
-	var k api.APIKey
+	var k wire.APIKey
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodPost, path: "/v1/keys", body: map[string]string{"role": role, "name": name}}, &k); done || err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (a *app) keysCreate(ctx context.Context, role, name string) error {
 }
 
 func (a *app) keysList(ctx context.Context) error {
-	var list api.KeyList
+	var list wire.KeyList
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/keys"}, &list); done || err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ never decide an approval. The token alone is printed on standard output.`,
 			if err != nil {
 				return err
 			}
-			var tok api.CustomerToken
+			var tok wire.CustomerToken
 			body, err := c.call(cmd.Context(), request{
 				method: http.MethodPost, path: "/v1/customer-tokens",
 				body: map[string]any{"endUserId": args[0], "ttlSeconds": int64(ttl / time.Second)},
@@ -164,7 +164,7 @@ after an end user's revocation work.`,
 			if err != nil {
 				return err
 			}
-			var rev api.CustomerTokenRevocation
+			var rev wire.CustomerTokenRevocation
 			raw, err := c.call(cmd.Context(), request{method: http.MethodPost, path: "/v1/customer-tokens/revoke", body: body}, &rev)
 			if err != nil {
 				return err

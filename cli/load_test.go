@@ -10,13 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"stead/api/wire"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"stead/api"
 )
 
 // This file drives a real `stead dev` (the built binary, on loopback) for
@@ -164,8 +163,8 @@ func (d *devServer) deploy(tb testing.TB) {
 
 // startRun starts a run of agent for endUser and long-polls until it is
 // settled (ended, or awaiting approval).
-func (d *devServer) startRun(ctx context.Context, agent, endUser string) (api.Run, error) {
-	var run api.Run
+func (d *devServer) startRun(ctx context.Context, agent, endUser string) (wire.Run, error) {
+	var run wire.Run
 	body := `{"input":{"id":"o-1"},"endUserId":"` + endUser + `"}`
 	err := d.call(ctx, http.MethodPost, "/v1/agents/"+agent+"/runs?wait=60s", []byte(body), &run)
 	return run, err

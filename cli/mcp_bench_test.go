@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"stead/api"
 	"stead/api/mcpclient"
+	"stead/api/wire"
 )
 
 // BenchmarkMCPToolsCall is an allowed tools/call over loopback HTTP on
@@ -25,7 +25,7 @@ func BenchmarkMCPToolsCall(b *testing.B) {
 	d.deploy(b)
 	ctx := context.Background()
 	body, _ := json.Marshal(map[string]string{"agent": "ungated", "endUserId": "u1", "name": "bench"})
-	var key api.MCPKey
+	var key wire.MCPKey
 	if err := d.call(ctx, http.MethodPost, "/v1/mcp-keys", body, &key); err != nil {
 		b.Fatal(err)
 	}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"stead/api/wire"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"stead/api"
 )
 
 func (a *app) mcpKeysCommand() *cobra.Command {
@@ -52,7 +51,7 @@ client that needs two agents holds two keys.`,
 		Short: "Revoke an MCP key; it stops working at once",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var k api.MCPKey
+			var k wire.MCPKey
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "mcp-keys", args[0])}, &k); done || err != nil {
 				return err
 			}
@@ -65,7 +64,7 @@ client that needs two agents holds two keys.`,
 }
 
 func (a *app) mcpKeysCreate(ctx context.Context, agentName, endUser, name string) error {
-	var k api.MCPKey
+	var k wire.MCPKey
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodPost, path: "/v1/mcp-keys", body: map[string]string{"agent": agentName, "endUserId": endUser, "name": name}}, &k); done || err != nil {
 		return err
 	}
@@ -86,7 +85,7 @@ func (a *app) mcpKeysCreate(ctx context.Context, agentName, endUser, name string
 }
 
 func (a *app) mcpKeysList(ctx context.Context) error {
-	var list api.MCPKeyList
+	var list wire.MCPKeyList
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/mcp-keys"}, &list); done || err != nil {
 		return err
 	}

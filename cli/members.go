@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"stead/api/wire"
 
 	"github.com/spf13/cobra"
-
-	"stead/api"
 )
 
 func (a *app) membersCommand() *cobra.Command {
@@ -81,9 +80,9 @@ member has one Slack account per workspace: linking another replaces it.`,
 			if team == "" || user == "" {
 				return usagef("link-slack needs --team T… and --user U… (the Slack ids; a refused click in Slack names both)")
 			}
-			return a.linkSlack(cmd.Context(), args[0], func(chat []api.ChatIdentity) []api.ChatIdentity {
-				return append(slices.DeleteFunc(chat, func(c api.ChatIdentity) bool { return c.Kind == "slack" && c.Team == team }),
-					api.ChatIdentity{Kind: "slack", Team: team, User: user})
+			return a.linkSlack(cmd.Context(), args[0], func(chat []wire.ChatIdentity) []wire.ChatIdentity {
+				return append(slices.DeleteFunc(chat, func(c wire.ChatIdentity) bool { return c.Kind == "slack" && c.Team == team }),
+					wire.ChatIdentity{Kind: "slack", Team: team, User: user})
 			}, "linked Slack account of")
 		},
 	}
@@ -95,8 +94,8 @@ member has one Slack account per workspace: linking another replaces it.`,
 		Short: "Unlink a member's Slack account (of one workspace with --team): their clicks decide nothing any more",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.linkSlack(cmd.Context(), args[0], func(chat []api.ChatIdentity) []api.ChatIdentity {
-				return slices.DeleteFunc(chat, func(c api.ChatIdentity) bool {
+			return a.linkSlack(cmd.Context(), args[0], func(chat []wire.ChatIdentity) []wire.ChatIdentity {
+				return slices.DeleteFunc(chat, func(c wire.ChatIdentity) bool {
 					return c.Kind == "slack" && (unlinkTeam == "" || c.Team == unlinkTeam)
 				})
 			}, "unlinked Slack account of")
@@ -109,7 +108,7 @@ member has one Slack account per workspace: linking another replaces it.`,
 
 // linkSlack changes a member's chat accounts with change and prints the
 // member (PATCH /v1/members/{id} with chat).
-func (a *app) linkSlack(ctx context.Context, member string, change func([]api.ChatIdentity) []api.ChatIdentity, done string) error {
+func (a *app) linkSlack(ctx context.Context, member string, change func([]wire.ChatIdentity) []wire.ChatIdentity, done string) error {
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -118,13 +117,13 @@ func (a *app) linkSlack(ctx context.Context, member string, change func([]api.Ch
 	if err != nil {
 		return err
 	}
-	var m api.Member
+	var m wire.Member
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "members", ids[0])}, &m); err != nil {
 		return err
 	}
 	chat := change(slices.Clone(m.Chat))
 	if chat == nil {
-		chat = []api.ChatIdentity{}
+		chat = []wire.ChatIdentity{}
 	}
 	return a.memberCall(ctx, request{method: http.MethodPatch, path: path("v1", "members", ids[0]), body: map[string]any{"chat": chat}}, done)
 }
@@ -132,7 +131,7 @@ func (a *app) linkSlack(ctx context.Context, member string, change func([]api.Ch
 // memberCall makes a request that answers with a member and prints it;
 // done, if set, is the verb of the first line ("added").
 func (a *app) memberCall(ctx context.Context, req request, done string) error {
-	var m api.Member
+	var m wire.Member
 	if done, err := a.callOrPrint(ctx, req, &m); done || err != nil {
 		return err
 	}
@@ -179,7 +178,7 @@ func (a *app) membersList(ctx context.Context, all bool) error {
 	if all {
 		p += "?removed=true"
 	}
-	var list api.MemberList
+	var list wire.MemberList
 	body, err := c.call(ctx, request{method: http.MethodGet, path: p}, &list)
 	if err != nil {
 		return err

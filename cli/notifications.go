@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/store"
 )
 
@@ -54,13 +54,13 @@ func (a *app) notifications(ctx context.Context, email string, set bool) error {
 	if err != nil {
 		return err
 	}
-	var n api.NotifySettings
+	var n wire.NotifySettings
 	var body []byte
 	if set {
 		body, err = c.call(ctx, request{method: http.MethodPatch, path: "/v1/me/notifications", body: map[string]any{"email": email}}, &n)
 	} else {
 		var me struct {
-			Notify *api.NotifySettings `json:"notify"`
+			Notify *wire.NotifySettings `json:"notify"`
 		}
 		if _, err = c.call(ctx, request{method: http.MethodGet, path: "/v1/me"}, &me); err == nil {
 			if me.Notify == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/store"
 )
 
@@ -87,7 +88,7 @@ func (a *app) rulesList(ctx context.Context, o rulesOptions) error {
 	if o.all {
 		q.Set("status", store.RulesAll)
 	}
-	var list api.RuleList
+	var list wire.RuleList
 	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/rules", query: q}, &list)
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func (a *app) rulesList(ctx context.Context, o rulesOptions) error {
 // ruleCall makes a request that answers with a rule and prints it;
 // revoked says the request revoked it.
 func (a *app) ruleCall(ctx context.Context, req request, revoked bool) error {
-	var r api.Rule
+	var r wire.Rule
 	if done, err := a.callOrPrint(ctx, req, &r); done || err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func (a *app) ruleCall(ctx context.Context, req request, revoked bool) error {
 }
 
 // ruleMaker names who made a rule: the member, else the key.
-func ruleMaker(r api.Rule) string {
+func ruleMaker(r wire.Rule) string {
 	if r.CreatedByName != "" {
 		return r.CreatedByName + " (" + r.CreatedBy + ")"
 	}
@@ -164,7 +165,7 @@ func ruleMaker(r api.Rule) string {
 
 // ruleScope says which inputs a rule lets through; long adds the digest or
 // the schema.
-func ruleScope(r api.Rule, long bool) string {
+func ruleScope(r wire.Rule, long bool) string {
 	switch r.Scope {
 	case api.RuleScopeExact:
 		if long {
@@ -182,7 +183,7 @@ func ruleScope(r api.Rule, long bool) string {
 
 // ruleExpiry is where a rule stands: "in 23h", "expired 2h ago", "revoked
 // 5m ago", "ended by deployment 4".
-func ruleExpiry(now time.Time, r api.Rule) string {
+func ruleExpiry(now time.Time, r wire.Rule) string {
 	switch r.State {
 	case "revoked":
 		return "revoked " + ago(now, r.RevokedAt)

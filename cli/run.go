@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/store"
 )
 
@@ -100,7 +100,7 @@ func (a *app) run(ctx context.Context, agentName string, o runOptions) error {
 	if o.idempotencyKey != "" {
 		req.header = http.Header{"Idempotency-Key": {o.idempotencyKey}}
 	}
-	var run api.Run
+	var run wire.Run
 	body, err := c.call(ctx, req, &run)
 	if err != nil {
 		return err
@@ -133,13 +133,13 @@ func (a *app) run(ctx context.Context, agentName string, o runOptions) error {
 
 // waitSettled long-polls until the run ends or awaits approval, printing a
 // progress line on stderr whenever a chunk passes without that.
-func (a *app) waitSettled(ctx context.Context, c *client, run api.Run) (api.Run, []byte, error) {
+func (a *app) waitSettled(ctx context.Context, c *client, run wire.Run) (wire.Run, []byte, error) {
 	start := a.now()
 	last := run.Status
 	var body []byte
 	for !settledStatus(run.Status) {
 		q := url.Values{"wait": {waitChunk.String()}}
-		var next api.Run
+		var next wire.Run
 		b, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", run.ID), query: q}, &next)
 		if err != nil {
 			return run, nil, fmt.Errorf("wait for run %s: %w", run.ID, err)
@@ -168,7 +168,7 @@ func (a *app) waitSettled(ctx context.Context, c *client, run api.Run) (api.Run,
 
 // printOutcome describes a settled run and returns the exit error for a
 // failed or cancelled one.
-func (a *app) printOutcome(run api.Run) error {
+func (a *app) printOutcome(run wire.Run) error {
 	w := a.stdout()
 	switch run.Status {
 	case statusSucceeded:
@@ -196,7 +196,7 @@ func waitingLine(id, tool string) string {
 }
 
 // runError is a run that failed or was cancelled: exit status 1.
-type runError struct{ run api.Run }
+type runError struct{ run wire.Run }
 
 func (e *runError) Error() string {
 	if e.run.Error == nil {
@@ -205,7 +205,7 @@ func (e *runError) Error() string {
 	return fmt.Sprintf("run %s %s: %s: %s; see `stead trace %s`", e.run.ID, e.run.Status, e.run.Error.Code, e.run.Error.Message, e.run.ID)
 }
 
-func runExit(run api.Run) error {
+func runExit(run wire.Run) error {
 	if run.Status == statusFailed || run.Status == statusCancelled {
 		return &runError{run}
 	}
@@ -216,7 +216,7 @@ func runExit(run api.Run) error {
 // approval waits, saying at each what to run to decide it — resuming
 // after the last event seen when the stream drops. With --json it prints
 // NDJSON: one line per event, then one with the run as it ended.
-func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
+func (a *app) follow(ctx context.Context, c *client, run wire.Run) error {
 	if !a.jsonFlag {
 		fmt.Fprintf(a.stdout(), "run %s (%s, deployment %d, end user %s)\n", run.ID, agentLabel(run), run.Deployment, run.EndUserID)
 	}
@@ -237,7 +237,7 @@ func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
 			// The server ends a stream once the run is terminal and every
 			// event was sent; check, and carry on from the last event if
 			// it ended for another reason.
-			var cur api.Run
+			var cur wire.Run
 			body, gerr := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", run.ID)}, &cur)
 			switch {
 			case errors.As(gerr, &ae):
@@ -264,7 +264,7 @@ func (a *app) follow(ctx context.Context, c *client, run api.Run) error {
 	}
 }
 
-func (a *app) followDone(run api.Run, body []byte) error {
+func (a *app) followDone(run wire.Run, body []byte) error {
 	if a.jsonFlag {
 		fmt.Fprintf(a.stdout(), "%s\n", compact(body))
 		return runExit(run)
@@ -310,7 +310,7 @@ func (a *app) streamOnce(ctx context.Context, c *client, runID string, lastSeq i
 			if data.Len() == 0 {
 				continue
 			}
-			var ev api.Event
+			var ev wire.Event
 			if err := json.Unmarshal([]byte(data.String()), &ev); err != nil {
 				return st, fmt.Errorf("decode event: %w", err)
 			}
@@ -405,7 +405,7 @@ func (a *app) runs(ctx context.Context, o runsOptions) error {
 			q.Set(k, v)
 		}
 	}
-	var list api.RunList
+	var list wire.RunList
 	body, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/runs", query: q}, &list)
 	if err != nil {
 		return err
@@ -447,7 +447,7 @@ func filterFlags(errs ...error) error {
 }
 
 // runDetail is the short "why" of a run's status.
-func runDetail(r api.Run) string {
+func runDetail(r wire.Run) string {
 	switch {
 	case r.Approval != nil:
 		return fmt.Sprintf("%s (%s)", r.Approval.ID, r.Approval.Tool)
@@ -487,7 +487,7 @@ func (a *app) traceFollow(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	var run api.Run
+	var run wire.Run
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id)}, &run); err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (a *app) traceFollow(ctx context.Context, id string) error {
 // agentLabel names what a run runs: its agent, or, for an MCP client's
 // one-call run, the agent's tool and the key it came through
 // ("refunds.refundOrder via mcp:mck_…").
-func agentLabel(r api.Run) string {
+func agentLabel(r wire.Run) string {
 	if r.Tool == "" {
 		return r.Agent
 	}
@@ -513,7 +513,7 @@ func (a *app) trace(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	var run api.Run
+	var run wire.Run
 	runBody, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id)}, &run)
 	if err != nil {
 		return err
@@ -561,7 +561,7 @@ type thrownData struct {
 // printThrown prints where the run's handler threw ("  thrown at
 // handlers.ts:12:5") and the frames of its stack, when its run.failed event
 // says.
-func printThrown(w io.Writer, events []api.Event) {
+func printThrown(w io.Writer, events []wire.Event) {
 	var t thrownData
 	for _, ev := range events {
 		if ev.Type == "run.failed" {
@@ -579,12 +579,12 @@ func printThrown(w io.Writer, events []api.Event) {
 }
 
 // allEvents reads every event of a run, page by page.
-func allEvents(ctx context.Context, c *client, id string) ([]api.Event, error) {
-	events := []api.Event{}
+func allEvents(ctx context.Context, c *client, id string) ([]wire.Event, error) {
+	events := []wire.Event{}
 	var after int64
 	for {
 		q := url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {"500"}}
-		var page api.EventList
+		var page wire.EventList
 		if _, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "runs", id, "events"), query: q}, &page); err != nil {
 			return nil, err
 		}
@@ -604,7 +604,7 @@ func (a *app) cancelCommand() *cobra.Command {
 		Short: "Cancel a run (a pending approval is settled as cancelled)",
 		Args:  exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var run api.Run
+			var run wire.Run
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodPost, path: path("v1", "runs", args[0], "cancel")}, &run); done || err != nil {
 				return err
 			}

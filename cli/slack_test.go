@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/approvals"
 	"stead/notify/slack"
 	"stead/notify/slack/slacktest"
@@ -484,7 +485,7 @@ func TestSlackLinking(t *testing.T) {
 	if strings.Count(r.stdout, "slack  team") != 2 || !strings.Contains(r.stdout, "team "+slackTeam+", user U0ANA2") || !strings.Contains(r.stdout, "team T0OTHER, user U0ANA\n") {
 		t.Errorf("after two links:\n%s", r.stdout)
 	}
-	var asDev api.MemberList
+	var asDev wire.MemberList
 	if err := json.Unmarshal([]byte(s.run(cliEnv{EnvKey: devKey}, "members", "list", "--json").stdout), &asDev); err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"stead/api/wire"
 	"strconv"
 	"strings"
 	"time"
-
-	"stead/api"
 )
 
 // traceWriter prints events: as table rows (trace), as lines while they
@@ -24,7 +23,7 @@ func newTraceWriter(w io.Writer, now func() time.Time, asJSON bool) *traceWriter
 	return &traceWriter{w: w, now: now, json: asJSON}
 }
 
-func (t *traceWriter) event(ev api.Event) {
+func (t *traceWriter) event(ev wire.Event) {
 	if t.json {
 		b, err := json.Marshal(ev)
 		if err == nil {
@@ -46,7 +45,7 @@ func (t *traceWriter) event(ev api.Event) {
 const summaryWidth = 120
 
 // summary says in a few words what an event means.
-func summary(ev api.Event) string {
+func summary(ev wire.Event) string {
 	var d map[string]json.RawMessage
 	_ = json.Unmarshal(ev.Data, &d)
 	str := func(k string) string { return rawString(d[k]) }
@@ -90,7 +89,7 @@ func summary(ev api.Event) string {
 	case "log":
 		s = str("level") + ": " + str("message")
 	case "cost.recorded":
-		var c api.Costs
+		var c wire.Costs
 		_ = json.Unmarshal(d["costs"], &c)
 		s = fmt.Sprintf("%d tokens in, %d out, $%.4f", c.TokensInput, c.TokensOutput, c.CostUSD)
 	case "trust.lowered":

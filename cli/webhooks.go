@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/notify"
 	"stead/store"
 )
@@ -140,7 +141,7 @@ T is an RFC 3339 time (2026-11-29T12:00:00Z) or a duration ago (2h).`,
 // done, if set, is the verb of the first line ("added"). A secret in the
 // answer is printed once, with what to do with it.
 func (a *app) webhookCall(ctx context.Context, req request, done string) error {
-	var h api.Webhook
+	var h wire.Webhook
 	if done, err := a.callOrPrint(ctx, req, &h); done || err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func orAll(items []string, all string) string {
 
 // webhookState words an endpoint's state: enabled, failing since when, or
 // disabled since when (and, long, why).
-func webhookState(now time.Time, h api.Webhook, long bool) string {
+func webhookState(now time.Time, h wire.Webhook, long bool) string {
 	switch {
 	case h.State == api.WebhookDisabled && long:
 		return fmt.Sprintf("disabled %s (%s): %s; enable it again with stead webhooks enable %s", stamp(h.DisabledAt), ago(now, h.DisabledAt), h.DisabledReason, h.ID)
@@ -212,7 +213,7 @@ func webhookState(now time.Time, h api.Webhook, long bool) string {
 var failingLimitText = strconv.Itoa(int(notify.FailingLimit/(24*time.Hour))) + " days"
 
 func (a *app) webhooksList(ctx context.Context) error {
-	var list api.WebhookList
+	var list wire.WebhookList
 	if done, err := a.callOrPrint(ctx, request{method: http.MethodGet, path: "/v1/webhooks"}, &list); done || err != nil {
 		return err
 	}
@@ -234,7 +235,7 @@ func (a *app) webhookPing(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	var d api.WebhookDelivery
+	var d wire.WebhookDelivery
 	body, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "webhooks", id, "ping")}, &d)
 	if err != nil {
 		return err
@@ -260,7 +261,7 @@ func (a *app) webhookPing(ctx context.Context, id string) error {
 // attemptText words an attempt: its status and latency and the start of
 // the response, or why there was no response; at most n characters of
 // the response or error.
-func attemptText(at api.WebhookAttempt, n int) string {
+func attemptText(at wire.WebhookAttempt, n int) string {
 	if at.Status == 0 {
 		return "no response: " + truncate(orDash(at.Error), n)
 	}
@@ -283,7 +284,7 @@ func (a *app) webhookDeliveries(ctx context.Context, id string, limit int, curso
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	var list api.WebhookDeliveryList
+	var list wire.WebhookDeliveryList
 	body, err := c.call(ctx, request{method: http.MethodGet, path: path("v1", "webhooks", id, "deliveries"), query: q}, &list)
 	if err != nil {
 		return err
@@ -355,7 +356,7 @@ func (a *app) webhookRetry(ctx context.Context, id, delivery, since, until strin
 	if err != nil {
 		return err
 	}
-	var out api.WebhookRetry
+	var out wire.WebhookRetry
 	raw, err := c.call(ctx, request{method: http.MethodPost, path: path("v1", "webhooks", id, "retry"), body: body}, &out)
 	if err != nil {
 		return err

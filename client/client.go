@@ -6,7 +6,8 @@
 // (StartRun, GetRun, ListApprovals, Approve, Deny, CreateCustomerToken)
 // cover what a backend integrating Stead calls most. An error answer is an
 // *Error (the API's error document, and the body as sent); a transport
-// failure an *UnreachableError.
+// failure an *UnreachableError. The shapes are package wire's (api/wire):
+// the client imports nothing of the server (make lint holds it to that).
 package client
 
 import (
@@ -18,9 +19,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"stead/api/wire"
 	"strings"
-
-	"stead/api"
 )
 
 // Client calls one Stead with one credential. The zero HTTP is
@@ -206,7 +206,7 @@ func (c *Client) ErrorOf(status int, body []byte) *Error {
 // StartRun starts a run of agent (POST /v1/agents/{agent}/runs). With an
 // idempotency key a repeat of the same request is the same run; wait
 // ("30s") holds the answer until the run settles.
-func (c *Client) StartRun(ctx context.Context, agent string, input json.RawMessage, endUserID, idempotencyKey, wait string) (api.Run, error) {
+func (c *Client) StartRun(ctx context.Context, agent string, input json.RawMessage, endUserID, idempotencyKey, wait string) (wire.Run, error) {
 	req := Request{Method: http.MethodPost, Path: Path("v1", "agents", agent, "runs"), Body: map[string]any{"input": input, "endUserId": endUserID}}
 	if idempotencyKey != "" {
 		req.Header = http.Header{"Idempotency-Key": {idempotencyKey}}
@@ -214,13 +214,13 @@ func (c *Client) StartRun(ctx context.Context, agent string, input json.RawMessa
 	if wait != "" {
 		req.Query = url.Values{"wait": {wait}}
 	}
-	var run api.Run
+	var run wire.Run
 	_, err := c.Call(ctx, req, &run)
 	return run, err
 }
 
 // GetRun reads a run; with wait, once it settles (until "terminal": ends).
-func (c *Client) GetRun(ctx context.Context, id, wait, until string) (api.Run, error) {
+func (c *Client) GetRun(ctx context.Context, id, wait, until string) (wire.Run, error) {
 	q := url.Values{}
 	if wait != "" {
 		q.Set("wait", wait)
@@ -228,22 +228,22 @@ func (c *Client) GetRun(ctx context.Context, id, wait, until string) (api.Run, e
 	if until != "" {
 		q.Set("until", until)
 	}
-	var run api.Run
+	var run wire.Run
 	_, err := c.Call(ctx, Request{Method: http.MethodGet, Path: Path("v1", "runs", id), Query: q}, &run)
 	return run, err
 }
 
 // ListApprovals lists approvals (GET /v1/approvals): status, order,
 // runId, cursor, limit.
-func (c *Client) ListApprovals(ctx context.Context, query url.Values) (api.ApprovalList, error) {
-	var list api.ApprovalList
+func (c *Client) ListApprovals(ctx context.Context, query url.Values) (wire.ApprovalList, error) {
+	var list wire.ApprovalList
 	_, err := c.Call(ctx, Request{Method: http.MethodGet, Path: "/v1/approvals", Query: query}, &list)
 	return list, err
 }
 
 // Approve approves an approval, with a note and, when set, an edited
 // input.
-func (c *Client) Approve(ctx context.Context, id, note string, input json.RawMessage) (api.Approval, error) {
+func (c *Client) Approve(ctx context.Context, id, note string, input json.RawMessage) (wire.Approval, error) {
 	body := map[string]any{}
 	if note != "" {
 		body["note"] = note
@@ -251,30 +251,30 @@ func (c *Client) Approve(ctx context.Context, id, note string, input json.RawMes
 	if input != nil {
 		body["input"] = input
 	}
-	var a api.Approval
+	var a wire.Approval
 	_, err := c.Call(ctx, Request{Method: http.MethodPost, Path: Path("v1", "approvals", id, "approve"), Body: body}, &a)
 	return a, err
 }
 
 // Deny denies an approval, with a note.
-func (c *Client) Deny(ctx context.Context, id, note string) (api.Approval, error) {
+func (c *Client) Deny(ctx context.Context, id, note string) (wire.Approval, error) {
 	body := map[string]any{}
 	if note != "" {
 		body["note"] = note
 	}
-	var a api.Approval
+	var a wire.Approval
 	_, err := c.Call(ctx, Request{Method: http.MethodPost, Path: Path("v1", "approvals", id, "deny"), Body: body}, &a)
 	return a, err
 }
 
 // CreateCustomerToken mints a customer token for an end user (ttlSeconds 0:
 // the API's default).
-func (c *Client) CreateCustomerToken(ctx context.Context, endUserID string, ttlSeconds int) (api.CustomerToken, error) {
+func (c *Client) CreateCustomerToken(ctx context.Context, endUserID string, ttlSeconds int) (wire.CustomerToken, error) {
 	body := map[string]any{"endUserId": endUserID}
 	if ttlSeconds > 0 {
 		body["ttlSeconds"] = ttlSeconds
 	}
-	var tok api.CustomerToken
+	var tok wire.CustomerToken
 	_, err := c.Call(ctx, Request{Method: http.MethodPost, Path: "/v1/customer-tokens", Body: body}, &tok)
 	return tok, err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/cli"
 	"stead/client"
 	"stead/examples/refunds"
@@ -48,7 +49,7 @@ func TestClient(t *testing.T) {
 	t.Cleanup(srv.Close)
 	owner := &client.Client{BaseURL: srv.URL, Key: key}
 
-	var dep api.Deployment
+	var dep wire.Deployment
 	if _, err := owner.Call(ctx, client.Request{Method: http.MethodPost, Path: "/v1/deployments",
 		Body: map[string]any{"bundle": string(refunds.Handlers), "config": json.RawMessage(refunds.Config)}}, &dep); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"stead/api"
+	"stead/api/wire"
 	"stead/examples/refunds"
 	"stead/functions/awsstack"
 	"stead/infra/moto"
@@ -458,37 +458,37 @@ func (s *stack) invokeJSON(ctx context.Context, fn *rie.Instance, payload []byte
 	}
 }
 
-func (s *stack) deploy(ctx context.Context, config []byte) api.Deployment {
+func (s *stack) deploy(ctx context.Context, config []byte) wire.Deployment {
 	s.t.Helper()
 	return s.deployBundle(ctx, refunds.Handlers, config)
 }
 
-func (s *stack) deployBundle(ctx context.Context, bundle, config []byte) api.Deployment {
+func (s *stack) deployBundle(ctx context.Context, bundle, config []byte) wire.Deployment {
 	s.t.Helper()
 	body, _ := json.Marshal(map[string]string{"bundle": string(bundle), "config": string(config)})
-	var d api.Deployment
+	var d wire.Deployment
 	if err := json.Unmarshal(s.mustCall(ctx, 201, "deploy.json", map[string]string{"BODY": string(body)}), &d); err != nil {
 		s.t.Fatal(err)
 	}
 	return d
 }
 
-func (s *stack) startRun(ctx context.Context, order string) api.Run {
+func (s *stack) startRun(ctx context.Context, order string) wire.Run {
 	s.t.Helper()
 	status, body := s.call(ctx, "start-run.json", map[string]string{"ORDER": order})
 	if status != 201 && status != 202 {
 		s.t.Fatalf("start run: status %d: %s", status, body)
 	}
-	var r api.Run
+	var r wire.Run
 	if err := json.Unmarshal(body, &r); err != nil {
 		s.t.Fatal(err)
 	}
 	return r
 }
 
-func (s *stack) getRun(ctx context.Context, id string) api.Run {
+func (s *stack) getRun(ctx context.Context, id string) wire.Run {
 	s.t.Helper()
-	var r api.Run
+	var r wire.Run
 	if err := json.Unmarshal(s.mustCall(ctx, 200, "get-run.json", map[string]string{"RUN": id}), &r); err != nil {
 		s.t.Fatal(err)
 	}
@@ -497,7 +497,7 @@ func (s *stack) getRun(ctx context.Context, id string) api.Run {
 
 func (s *stack) eventTypes(ctx context.Context, id string) []string {
 	s.t.Helper()
-	var page api.EventList
+	var page wire.EventList
 	if err := json.Unmarshal(s.mustCall(ctx, 200, "run-events.json", map[string]string{"RUN": id}), &page); err != nil {
 		s.t.Fatal(err)
 	}

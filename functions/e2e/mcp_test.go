@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"stead/api"
 	"stead/api/mcpclient"
+	"stead/api/wire"
 	"stead/infra/rie"
 )
 
@@ -61,7 +61,7 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 	// subtests may leave theirs pending).
 	asked := func() map[string]bool {
 		t.Helper()
-		var list api.ApprovalList
+		var list wire.ApprovalList
 		rest("GET", "/v1/approvals?status=pending&limit=500", nil, &list)
 		ids := map[string]bool{}
 		for _, a := range list.Approvals {
@@ -108,7 +108,7 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 	for _, o := range []string{"o-2001", "o-2002", "o-2004"} {
 		rest("PUT", "/v1/broker/orders/"+o+"?endUserId=demo-user", map[string]any{"value": map[string]any{"id": o, "item": "Lamp", "amount": 30, "currency": "USD"}}, nil)
 	}
-	var key api.MCPKey
+	var key wire.MCPKey
 	rest("POST", "/v1/mcp-keys", map[string]any{"agent": "refunds", "endUserId": "demo-user", "name": "lambda-e2e"}, &key)
 	c := mcpclient.New(t, callerURL+"/mcp", key.Key)
 
@@ -228,7 +228,7 @@ func (s *stack) mcp(ctx context.Context, apiBin string, env []string) {
 	}
 
 	id = mcpclient.CallID(denied.Meta)
-	var run api.Run
+	var run wire.Run
 	rest("GET", "/v1/runs/"+id, nil, &run)
 	if run.Via != "mcp:"+key.ID || run.Tool != "refundOrder" || run.Error == nil || run.Error.Code != "approval-denied" {
 		t.Errorf("the denied call's run %+v", run)

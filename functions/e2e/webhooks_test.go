@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"stead/api"
+	"stead/api/wire"
 	"stead/notify"
 )
 
@@ -121,7 +122,7 @@ func (s *stack) webhooks(ctx context.Context) {
 	start := time.Now()
 	rcv := startReceiver(s)
 	body, _ := json.Marshal(map[string]any{"url": rcv.srv.URL + "/stead"})
-	var ep api.Webhook
+	var ep wire.Webhook
 	if err := json.Unmarshal(s.mustCall(ctx, 201, "create-webhook.json", map[string]string{"BODY": string(body)}), &ep); err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +250,9 @@ func (s *stack) webhooks(ctx context.Context) {
 }
 
 // delivery reads one delivery of endpoint id through the API function.
-func (s *stack) delivery(ctx context.Context, endpoint, id string) api.WebhookDelivery {
+func (s *stack) delivery(ctx context.Context, endpoint, id string) wire.WebhookDelivery {
 	s.t.Helper()
-	var list api.WebhookDeliveryList
+	var list wire.WebhookDeliveryList
 	if err := json.Unmarshal(s.mustCall(ctx, 200, "webhook-deliveries.json", map[string]string{"WEBHOOK": endpoint}), &list); err != nil {
 		s.t.Fatal(err)
 	}
@@ -261,5 +262,5 @@ func (s *stack) delivery(ctx context.Context, endpoint, id string) api.WebhookDe
 		}
 	}
 	s.t.Fatalf("webhook %s has no delivery %s: %+v", endpoint, id, list.Deliveries)
-	return api.WebhookDelivery{}
+	return wire.WebhookDelivery{}
 }
