@@ -193,6 +193,24 @@ func (w *workerConn) serve() error {
 	if err := w.send(&message{T: msgLoaded}); err != nil {
 		return err
 	}
+	// Calls run one at a time on one goroutine that lives as long as the
+	// worker, so the stack goja grew for the first call serves the next
+	// (a fresh goroutine per call spent a fifth of the worker's CPU
+	// growing its stack). The reader goes on reading meanwhile: replies to
+	// the call's host requests and its cancel arrive on the same channel.
+	calls := make(chan queuedCall, 1)
+	go func() {
+		for q := range calls {
+			done := w.invoke(q.ctx, rt, b, q.call)
+			w.wmu.Lock()
+			q.cancel() // before done is written: no frame of this call follows it
+			err := writeFrame(w.conn, &w.wbuf, &message{T: msgDone, Seq: q.seq, Done: done})
+			w.wmu.Unlock()
+			if err != nil {
+				os.Exit(1) // the parent is gone
+			}
+		}
+	}()
 	for {
 		var m message
 		if err := readFrame(w.br, &w.rbuf, maxParentFrame, &m); err != nil {
@@ -212,16 +230,10 @@ func (w *workerConn) serve() error {
 			w.mu.Lock()
 			w.cancel, w.seq, w.hosts = cancel, m.Seq, 0
 			w.mu.Unlock()
-			go func(c *callMsg, seq uint64) {
-				done := w.invoke(ctx, rt, b, c)
-				w.wmu.Lock()
-				cancel() // before done is written: no frame of this call follows it
-				err := writeFrame(w.conn, &w.wbuf, &message{T: msgDone, Seq: seq, Done: done})
-				w.wmu.Unlock()
-				if err != nil {
-					os.Exit(1) // the parent is gone
-				}
-			}(m.Call, m.Seq)
+			// The parent sends a call only after the previous one's done
+			// frame, so this never waits for more than that call's last
+			// steps.
+			calls <- queuedCall{ctx: ctx, cancel: cancel, call: m.Call, seq: m.Seq}
 		case msgReply:
 			w.mu.Lock()
 			ch, ok := w.pending[m.ID]
@@ -240,6 +252,14 @@ func (w *workerConn) serve() error {
 			return fmt.Errorf("unexpected %q frame", m.T)
 		}
 	}
+}
+
+// queuedCall is a call frame handed to the call goroutine.
+type queuedCall struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	call   *callMsg
+	seq    uint64
 }
 
 func (w *workerConn) callContext(deadline int64) (context.Context, context.CancelFunc) {
