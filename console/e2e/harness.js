@@ -198,7 +198,9 @@ export async function launchBrowser() {
 // what must not happen: uncaught errors, CSP violations, console errors
 // other than the browser's note of an HTTP error status, and credentials
 // in request URLs. The test fails at its end if any happened.
-export async function openPage(t, browser, { width = 1200, height = 900 } = {}) {
+// allowConsole matches console errors the test causes on purpose (a
+// request it fails, say); any other console error fails the test.
+export async function openPage(t, browser, { width = 1200, height = 900, allowConsole } = {}) {
   const context = await browser.newContext({ viewport: { width, height }, locale: "en-US" });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT);
@@ -207,7 +209,7 @@ export async function openPage(t, browser, { width = 1200, height = 900 } = {}) 
   page.on("console", (m) => {
     const text = m.text();
     if (/Content Security Policy/i.test(text)) problems.push("CSP violation: " + text);
-    else if (m.type() === "error" && !/^Failed to load resource: the server responded with a status of (4\d\d)/.test(text)) {
+    else if (m.type() === "error" && !/^Failed to load resource: the server responded with a status of (4\d\d)/.test(text) && !allowConsole?.test(text)) {
       problems.push("console error: " + text);
     }
   });

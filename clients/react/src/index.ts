@@ -50,6 +50,16 @@ export interface UseRunResult {
 // takes a new token for before it reports the error.
 const maxRefreshes = 2;
 
+// How many transient failures in a row (a network error, a 5xx, a 429),
+// with no successful read between them, the hook waits out and tries
+// again before it reports the error: with the backoff below, about 20 s.
+const maxRetries = 8;
+const backoff = (n: number) => Math.min(250 * 2 ** (n - 1), 4000);
+
+// transient: an error that trying again later may cure.
+const transient = (e: unknown) =>
+  e instanceof SteadError ? e.status >= 500 || e.status === 429 : e instanceof TypeError;
+
 interface State {
   key: string;
   run: Run | undefined;
@@ -101,6 +111,7 @@ export function useRun(runId: string | undefined, options: UseRunOptions): UseRu
       let current = await token();
       if (current === undefined) throw new Error("useRun: options.token is empty");
       let refreshes = 0;
+      let retries = 0;
       for (;;) {
         // One attempt: the run, then its events from after the last one
         // seen, until the stream ends with the run or fails.
@@ -117,6 +128,7 @@ export function useRun(runId: string | undefined, options: UseRunOptions): UseRu
         const reader = rereader(async () => {
           run = await stead.getRun(runId);
           refreshes = 0;
+          retries = 0;
           publish({});
         }, (e) => {
           failure = e;
@@ -140,6 +152,13 @@ export function useRun(runId: string | undefined, options: UseRunOptions): UseRu
         } catch (e) {
           if (signal.aborted) return;
           const err = failure ?? e;
+          if (transient(err) && retries < maxRetries) {
+            // Wait, then resume after the last event seen, as after a drop.
+            retries++;
+            await sleep(backoff(retries), signal);
+            if (signal.aborted) return;
+            continue;
+          }
           if (!(err instanceof SteadError && err.status === 401 && refreshes < maxRefreshes)) throw err;
           const fresh = await token(current);
           if (fresh === undefined) throw err;
@@ -172,6 +191,19 @@ export function useRun(runId: string | undefined, options: UseRunOptions): UseRu
     error: s.error,
     isLive: s.isLive,
   };
+}
+
+// sleep resolves after ms, or at once when signal aborts.
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
+  });
 }
 
 // rereader runs read now (awaited, its error thrown) or soon (in the

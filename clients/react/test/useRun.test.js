@@ -194,3 +194,51 @@ test("useRun refreshes an expired customer token through its token function and 
   assert.equal(await wasReloaded(page), false, "the page was reloaded");
   await screenshot(page, "react-03-refreshed-succeeded");
 });
+
+test("useRun rides out transient failures: a run read that fails on the network and one answered 503 are tried again, and the run is followed to its end without an error or a duplicate", opts, async (t) => {
+  const stead = await startStead(t);
+  const run = await stead.startRefund("o-1003");
+  const token = await customerToken(stead);
+  const app = await serveApp(t, { baseUrl: stead.url, runId: run.id, token, strict: false });
+
+  // The browser's own network fails the run's second read (the fetch
+  // rejects, as when the connection drops) and answers the third with a
+  // 503 as a proxy in front of Stead would; every other request reaches
+  // Stead.
+  const page = await openPage(t, browser, { allowConsole: /net::ERR_FAILED|status of 503/ });
+  let reads = 0;
+  const failed = [];
+  await page.route(`${stead.url}/v1/runs/${run.id}`, async (route) => {
+    if (route.request().method() !== "GET") return route.continue();
+    reads++;
+    if (reads === 2) { failed.push("network"); return route.abort("failed"); }
+    if (reads === 3) {
+      failed.push("503");
+      return route.fulfill({
+        status: 503, contentType: "application/json", headers: { "Access-Control-Allow-Origin": "*" },
+        body: JSON.stringify({ error: { code: "unavailable", message: "try again" } }),
+      });
+    }
+    return route.continue();
+  });
+  const opened = streams(page, run.id);
+  await page.goto(app.url);
+  const waiting = page.locator('#run[data-status="awaiting-approval"][data-live="true"]');
+  await waiting.locator("#events li", { hasText: "approval.requested" }).waitFor();
+  await until("both failures", () => failed.length === 2);
+  await until("a read after them", () => reads >= 4);
+  await waiting.waitFor();
+  assert.equal(await page.getByRole("alert").count(), 0, "a transient failure was shown as the error");
+
+  await stead.cli("approve", run.approval.id);
+  await page.locator('#run[data-status="succeeded"][data-live="false"]').waitFor();
+  const events = await shown(page);
+  assert.deepEqual(events, await apiEvents(stead, run.id, token));
+  assert.equal(new Set(events).size, events.length, "an event is shown twice");
+  assert.deepEqual(failed, ["network", "503"]);
+  // Each failure ended an attempt; the next one resumed the stream after
+  // the last event seen.
+  assert.ok(opened.length >= 2 && opened.slice(1).every((id) => /^[1-9][0-9]*$/.test(id)), `streams: ${JSON.stringify(opened)}`);
+  assert.equal(await page.getByRole("alert").count(), 0);
+  await screenshot(page, "react-04-transient-succeeded");
+});
