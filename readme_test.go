@@ -243,3 +243,59 @@ func TestReadmeVersionIsTheVersionFile(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsListEveryEventKind: docs/openapi.md's table of event kinds has
+// one row per kind of the OpenAPI document's Event, with the kind's data
+// fields, and no row for a kind the document lacks.
+func TestDocsListEveryEventKind(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("api", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Discriminator struct {
+					Mapping map[string]string `json:"mapping"`
+				} `json:"discriminator"`
+				Properties struct {
+					Data struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+					} `json:"data"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join("docs", "openapi.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // kind → its data column
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| [^|]* \\| ([^|]*) \\| (?:yes|no) \\|$").FindAllStringSubmatch(string(md), -1) {
+		rows[m[1]] = m[2]
+	}
+	mapping := d.Components.Schemas["Event"].Discriminator.Mapping
+	if len(mapping) == 0 {
+		t.Fatal("openapi.json's Event has no discriminator mapping")
+	}
+	for kind, ref := range mapping {
+		col, ok := rows[kind]
+		if !ok {
+			t.Errorf("docs/openapi.md's event table has no row for %s", kind)
+			continue
+		}
+		for field := range d.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")].Properties.Data.Properties {
+			if !strings.Contains(col, "`"+field+"`") {
+				t.Errorf("docs/openapi.md's row for %s does not name its data field %s", kind, field)
+			}
+		}
+	}
+	for kind := range rows {
+		if _, ok := mapping[kind]; !ok {
+			t.Errorf("docs/openapi.md's event table lists %s, which openapi.json's Event does not have", kind)
+		}
+	}
+}
