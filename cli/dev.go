@@ -14,7 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"stead/runtime/sandbox"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +29,7 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/egress"
 	"stead/runtime/engine"
+	"stead/runtime/sandbox"
 	"stead/store"
 )
 
@@ -37,6 +38,7 @@ type devOptions struct {
 	data          string
 	example       bool
 	sweepInterval time.Duration
+	retention     time.Duration
 	workers       int
 	logLevel      string
 	verbose       bool
@@ -76,6 +78,8 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.StringVar(&o.data, "data", ".stead", "data folder (store, bundles, project)")
 	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
+	o.retention = defaultRetention
+	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals) is kept before the sweeper deletes it: days (90d) or a duration (12h); 0 keeps every run")
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level on standard error: debug, info, warn, error")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request and the server's steps (--log-level info)")
@@ -86,6 +90,40 @@ wherever a name resolves; stead.json cannot change this.`,
 		`address ranges handlers' fetch and models' baseUrl may reach besides public ones, comma-separated CIDR ("" for public only)`)
 	return cmd
 }
+
+// defaultRetention is how long `stead dev` keeps a finished run: as long as
+// the AWS stack does (dynamostore.DefaultRetention).
+const defaultRetention = 90 * 24 * time.Hour
+
+// retentionValue is the --retention flag: a duration, or whole days ("90d"),
+// which Go's durations lack; zero keeps every run.
+type retentionValue struct{ d *time.Duration }
+
+func (v retentionValue) String() string {
+	if d := *v.d; d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return v.d.String()
+}
+
+func (v retentionValue) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseUint(n, 10, 16)
+		if err != nil {
+			return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps every run", s)
+		}
+		*v.d = time.Duration(days) * 24 * time.Hour
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps every run", s)
+	}
+	*v.d = d
+	return nil
+}
+
+func (retentionValue) Type() string { return "days|duration" }
 
 // projectFile is DATA/project.json: the local project.
 type projectFile struct {
@@ -154,7 +192,7 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		proj, key, created, err = ensureProject(ctx, s, o.data, time.Now)
 		return proj.ID, err
 	}
-	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp, EnsureProject: ensure, MCPWait: o.mcpWait})
+	st, err := OpenStack(StackConfig{Dir: o.data, Workers: o.workers, Retention: o.retention, Logger: log, Egress: o.egress, PublicURL: baseURL, Slack: o.slack, SMTP: o.smtp, EnsureProject: ensure, MCPWait: o.mcpWait})
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,9 @@ import (
 // README's walkthrough through the CLI binary: approve → succeeded, deny → failed
 // approval-denied with the note, a 1s approval timeout → failed
 // approval-expired, a second decision refused, a customer token that
-// cannot approve; then SIGTERM stops the server cleanly, and a restart
-// writes the CLI's config again from the data folder.
+// cannot approve; then SIGTERM stops the server cleanly, a restart
+// writes the CLI's config again from the data folder, and a restart with
+// --retention 1s deletes the finished runs and keeps the waiting one.
 func TestEndToEnd(t *testing.T) {
 	e, tmp := newE2E(t)
 	data := filepath.Join(tmp, "data")
@@ -176,6 +177,29 @@ func TestEndToEnd(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("shutdown with an open event stream took %s", d)
 	}
+
+	// --retention: the sweep at start deletes the runs that finished more
+	// than a second ago — their traces are gone — and keeps the one that
+	// awaits its approval.
+	srv = e.startServer(addr, data, "--retention", "1s")
+	finished := []string{firstRun, deniedRun, pendingRun, expiringRun}
+	var runs string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		runs = e.must("runs").stdout
+		if !slices.ContainsFunc(finished, func(id string) bool { return strings.Contains(runs, id) }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("finished runs are still listed 15s after a restart with --retention 1s:\n%s", runs)
+		}
+	}
+	if r := e.stead(nil, "trace", firstRun); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("trace of a deleted run: %s", r)
+	}
+	if !strings.Contains(runs, streamRun) {
+		t.Errorf("runs after the retention's sweep lacks %s, which awaits its approval:\n%s", streamRun, runs)
+	}
+	srv.stop(t)
 }
 
 // buildStead builds the stead binary into dir.

@@ -51,6 +51,9 @@ type StackConfig struct {
 	Fetch jsvm.FetchOptions
 	// NoSync skips fsync on store commits (tests only).
 	NoSync bool
+	// Retention is how long a finished run is kept; the sweeper deletes it
+	// afterwards (boltstore.Options.Retention). Zero keeps every run.
+	Retention time.Duration
 	// Entropy feeds ids in the engine; crypto/rand when nil.
 	Entropy io.Reader
 	// APIEntropy feeds key secrets and request ids in the API; crypto/rand
@@ -121,7 +124,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
-	st, err := boltstore.Open(filepath.Join(cfg.Dir, "stead.db"), boltstore.Options{NoSync: cfg.NoSync, Timeout: 2 * time.Second})
+	st, err := boltstore.Open(filepath.Join(cfg.Dir, "stead.db"), boltstore.Options{NoSync: cfg.NoSync, Timeout: 2 * time.Second, Retention: cfg.Retention})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w (is another `stead dev` using this data folder?)", filepath.Join(cfg.Dir, "stead.db"), err)
 	}
@@ -187,6 +190,7 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		Entropy:  cfg.Entropy,
 		WorkerID: workerID(),
 		Models:   engine.ModelOptions{Egress: cfg.Egress},
+		Purger:   st,
 
 		Notifications: notifier,
 	})
@@ -245,8 +249,8 @@ func (s *Stack) StartSweeper(interval time.Duration) {
 		defer close(s.sweepDone)
 		if res, err := s.Engine.Sweep(ctx); err != nil && ctx.Err() == nil {
 			onErr(err)
-		} else if res.Expired+res.Redispatched > 0 {
-			s.log.Info("sweep", "expired", res.Expired, "redispatched", res.Redispatched)
+		} else if res.Expired+res.Redispatched+res.Purged > 0 {
+			s.log.Info("sweep", "expired", res.Expired, "redispatched", res.Redispatched, "purged", res.Purged)
 		}
 		s.Engine.SweepEvery(ctx, interval, onErr)
 	}()

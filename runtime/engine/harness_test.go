@@ -236,6 +236,9 @@ type options struct {
 	// notifications, if set, makes engine.Config.Notifications from the
 	// harness's unwrapped store and clock.
 	notifications func(store.Store, func() time.Time) engine.Notifications
+	// retention opens the store with this boltstore.Options.Retention and
+	// makes it the engine's Purger.
+	retention time.Duration
 }
 
 // sleeps is the engine's injected retry sleep: it records each wait and
@@ -267,7 +270,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		f(&o)
 	}
 	dir := t.TempDir()
-	bolt, err := boltstore.Open(filepath.Join(dir, "stead.db"), boltstore.Options{NoSync: true})
+	bolt, err := boltstore.Open(filepath.Join(dir, "stead.db"), boltstore.Options{NoSync: true, Retention: o.retention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +319,9 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	}
 	if o.notifications != nil {
 		cfg.Notifications = o.notifications(bolt, clk.Now)
+	}
+	if o.retention > 0 {
+		cfg.Purger = bolt
 	}
 	eng, err := engine.New(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"stead/approvals"
 	"stead/runtime/agent"
@@ -14,12 +15,24 @@ import (
 type SweepResult struct {
 	Expired      int `json:"expired"`
 	Redispatched int `json:"redispatched"`
+	Purged       int `json:"purged,omitempty"`
 }
+
+// A Purger deletes up to limit runs that finished longer ago than it keeps
+// them and says how many it deleted (fewer than limit: none is left).
+type Purger interface {
+	PurgeFinishedRuns(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
+// purgeBatch is how many finished runs one purge transaction deletes.
+const purgeBatch = 100
 
 // Sweep expires due approvals (their runs fail approval-expired) and
 // dispatches again the runs nobody is working on: queued runs whose dispatch
-// was lost and running runs whose worker died (their lease ran out). It is a
-// plain function: a ticker calls it locally, a scheduled Lambda on AWS.
+// was lost and running runs whose worker died (their lease ran out). Last,
+// with a Config.Purger, it deletes the finished runs past their retention.
+// It is a plain function: a ticker calls it locally, a scheduled
+// Lambda on AWS.
 func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	var (
 		res    SweepResult
@@ -62,6 +75,18 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 			continue
 		}
 		res.Redispatched++
+	}
+	if e.cfg.Purger != nil {
+		for ctx.Err() == nil {
+			n, err := e.cfg.Purger.PurgeFinishedRuns(ctx, now, purgeBatch)
+			res.Purged += n
+			if err != nil {
+				failed = append(failed, err)
+			}
+			if err != nil || n < purgeBatch {
+				break
+			}
+		}
 	}
 	return res, errors.Join(failed...)
 }

@@ -50,14 +50,7 @@ func putApproval(tx *bolt.Tx, old *approvals.Approval, a approvals.Approval) err
 	if wasPending == isPending {
 		return nil
 	}
-	entries := []struct {
-		bucket, key []byte
-	}{
-		{xAprPending, key(timeID(a.RequestedAt, a.ID), a.ProjectID)},
-		{xAprPendingExp, key(timeID(a.ExpiresAt, a.ID), a.ProjectID)},
-		{xAprDue, timeID(a.ExpiresAt, a.ID)},
-	}
-	for _, e := range entries {
+	for _, e := range pendingEntries(a) {
 		var err error
 		if isPending {
 			err = mark(tx, e.bucket, e.key)
@@ -71,16 +64,31 @@ func putApproval(tx *bolt.Tx, old *approvals.Approval, a approvals.Approval) err
 	return nil
 }
 
-// markApproval enters a into the indexes that hold every approval.
-func markApproval(tx *bolt.Tx, a approvals.Approval) error {
-	for _, e := range []struct {
-		bucket, key []byte
-	}{
+// An indexEntry is one key of one index bucket.
+type indexEntry struct{ bucket, key []byte }
+
+// approvalEntries are a's keys in the indexes that hold every approval.
+func approvalEntries(a approvals.Approval) []indexEntry {
+	return []indexEntry{
 		{xAprProject, key(timeID(a.RequestedAt, a.ID), a.ProjectID)},
 		{xAprProjectExp, key(timeID(a.ExpiresAt, a.ID), a.ProjectID)},
 		{xAprRun, key(timeID(a.RequestedAt, a.ID), a.RunID)},
 		{xAprRunExp, key(timeID(a.ExpiresAt, a.ID), a.RunID)},
-	} {
+	}
+}
+
+// pendingEntries are a's keys in the pending-only indexes.
+func pendingEntries(a approvals.Approval) []indexEntry {
+	return []indexEntry{
+		{xAprPending, key(timeID(a.RequestedAt, a.ID), a.ProjectID)},
+		{xAprPendingExp, key(timeID(a.ExpiresAt, a.ID), a.ProjectID)},
+		{xAprDue, timeID(a.ExpiresAt, a.ID)},
+	}
+}
+
+// markApproval enters a into the indexes that hold every approval.
+func markApproval(tx *bolt.Tx, a approvals.Approval) error {
+	for _, e := range approvalEntries(a) {
 		if err := mark(tx, e.bucket, e.key); err != nil {
 			return err
 		}

@@ -30,6 +30,7 @@
 //	idx-run-project   <project> <createdAt> <runID>        all runs
 //	idx-run-idem      <project> <idempotencyKey>           runID
 //	idx-run-lease     <leaseUntil> <runID>                 queued and running runs only
+//	idx-run-finished  <finishedAt> <runID>                 finished runs only (retention.go)
 //	idx-apr-project   <project> <requestedAt> <id>         all approvals
 //	idx-apr-project-x <project> <expiresAt> <id>           all approvals
 //	idx-apr-pending   <project> <requestedAt> <id>         pending only
@@ -96,12 +97,16 @@ type Options struct {
 	// Timeout is how long to wait for the file lock held by another process;
 	// zero means DefaultTimeout, negative waits forever.
 	Timeout time.Duration
+	// Retention is how long a finished run is kept before PurgeFinishedRuns
+	// deletes it (see retention.go); zero or less keeps every run.
+	Retention time.Duration
 }
 
 // Store is the bbolt backend. It is safe for concurrent use.
 type Store struct {
-	db      *bolt.DB
-	commits committer
+	db        *bolt.DB
+	commits   committer
+	retention time.Duration
 }
 
 // Bucket names.
@@ -122,6 +127,7 @@ var (
 	xRunProject    = []byte("idx-run-project")
 	xRunIdem       = []byte("idx-run-idem")
 	xRunLease      = []byte("idx-run-lease")
+	xRunFinished   = []byte("idx-run-finished")
 	xAprProject    = []byte("idx-apr-project")
 	xAprProjectExp = []byte("idx-apr-project-x")
 	xAprPending    = []byte("idx-apr-pending")
@@ -133,7 +139,7 @@ var (
 
 	allBuckets = [][]byte{
 		bProjects, bAPIKeys, bMembers, bGroups, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
-		xAPIKeyHash, xRunProject, xRunIdem, xRunLease,
+		xAPIKeyHash, xRunProject, xRunIdem, xRunLease, xRunFinished,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 		bRules, xRuleScopes,
 		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, bOutbox,
@@ -162,15 +168,22 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		// A file from before the by-run indexes gets them filled in once.
+		// A file from before the by-run indexes or the finished-run index
+		// gets them filled in once.
 		byRun := tx.Bucket(xAprRun) == nil || tx.Bucket(xAprRunExp) == nil
+		finished := tx.Bucket(xRunFinished) == nil
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
 		if byRun {
-			return indexApprovalsByRun(tx)
+			if err := indexApprovalsByRun(tx); err != nil {
+				return err
+			}
+		}
+		if finished {
+			return indexFinishedRuns(tx)
 		}
 		return nil
 	})
@@ -178,7 +191,7 @@ func Open(path string, o Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, retention: o.Retention}, nil
 }
 
 // Close releases the file and its lock.

@@ -104,6 +104,9 @@ func putRun(tx *bolt.Tx, old *store.Run, r store.Run) error {
 	if leased(r.Status) {
 		return mark(tx, xRunLease, timeID(r.LeaseUntil, r.ID))
 	}
+	if r.Status.Terminal() && (old == nil || !old.Status.Terminal()) {
+		return mark(tx, xRunFinished, finishedKey(r))
+	}
 	return nil
 }
 

@@ -1,0 +1,250 @@
+package boltstore_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"stead/approvals"
+	"stead/store"
+	"stead/store/boltstore"
+)
+
+// finishedRun stores a run the way the engine leaves one: created with an
+// idempotency key and an event, a step and its event committed, a pause for
+// an approval, then denied at finished, which fails the run. It returns
+// the run and its approval.
+func finishedRun(t *testing.T, s *boltstore.Store, id string, finished time.Time) (store.Run, approvals.Approval) {
+	t.Helper()
+	ctx := t.Context()
+	ev := func(typ string) []store.Event {
+		return []store.Event{{Type: typ, At: t0, Data: json.RawMessage(`{"run":"` + id + `"}`)}}
+	}
+	r, err := s.CreateRun(ctx, store.Run{ID: id, ProjectID: "p1", Status: store.RunRunning, CreatedAt: t0, IdempotencyKey: fmt.Sprintf("idem-%x", id)}, ev("run.created"))
+	if err != nil {
+		t.Fatalf("create run %s: %v", id, err)
+	}
+	step := store.Step{Index: 0, ID: "lookup", Output: json.RawMessage(`{"ok":true}`), IdempotencyKey: id + ":0", CompletedAt: t0}
+	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Steps: []store.Step{step}, Events: ev("step.succeeded")}); err != nil {
+		t.Fatalf("commit step of %s: %v", id, err)
+	}
+	a, err := approvals.New(approvals.Request{
+		ProjectID: "p1", RunID: id, StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{}`),
+		RequestedAt: t0, Timeout: 24 * time.Hour,
+	}, "u-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+	if _, err = s.CommitRun(ctx, store.RunCommit{Run: r, Approval: &a, Events: ev("approval.requested")}); err != nil {
+		t.Fatalf("commit pause of %s: %v", id, err)
+	}
+	a, r, err = s.DecideApproval(ctx, store.DecideParams{
+		Decision:  approvals.Decision{ProjectID: "p1", ApprovalID: a.ID, Status: approvals.Denied, By: "owner", At: finished},
+		RunStatus: store.RunFailed,
+		RunError:  &store.RunError{Code: "approval-denied", Message: "denied", Step: "refund"},
+		Events:    ev("run.failed"),
+	})
+	if err != nil {
+		t.Fatalf("deny %s: %v", id, err)
+	}
+	return r, a
+}
+
+// TestPurgeFinishedRuns: a run that finished more than Retention ago is
+// deleted with its events, steps, approvals and idempotency record — no key
+// or value of any bucket names it afterwards — while a run that finished
+// since, one still waiting for a decision and one whose notifications have
+// not gone out stay whole.
+func TestPurgeFinishedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, oldApr := finishedRun(t, s, "run_old", t0.Add(time.Minute))
+	recent, _ := finishedRun(t, s, "run_recent", t0.Add(2*time.Hour))
+	waiting, err := s.CreateRun(ctx, store.Run{ID: "run_waiting", ProjectID: "p1", Status: store.RunAwaitingApproval, CreatedAt: t0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifying, err := s.CreateRun(ctx, store.Run{ID: "run_notifying", ProjectID: "p1", Status: store.RunRunning, CreatedAt: t0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifying.Status, notifying.FinishedAt = store.RunSucceeded, t0
+	if _, err = s.CommitRun(ctx, store.RunCommit{Run: notifying, Events: []store.Event{{Type: "run.succeeded", At: t0, Notify: true}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	now := t0.Add(90 * time.Minute) // run_old finished 89 minutes ago, run_recent not yet
+	n, err := s.PurgeFinishedRuns(ctx, now, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d runs, %v; want 1 (run_old)", n, err)
+	}
+	if _, err := s.GetRun(ctx, old.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get purged run: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetApproval(ctx, oldApr.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get purged run's approval: %v, want ErrNotFound", err)
+	}
+	if evs, err := s.ListEvents(ctx, old.ID, 0, 100); err != nil || len(evs) != 0 {
+		t.Errorf("purged run's events: %d, %v", len(evs), err)
+	}
+	if steps, err := s.ListSteps(ctx, old.ID); err != nil || len(steps) != 0 {
+		t.Errorf("purged run's steps: %d, %v", len(steps), err)
+	}
+	runs, err := s.ListRuns(ctx, store.RunFilter{ProjectID: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, r := range runs.Items {
+		listed = append(listed, r.ID)
+	}
+	slices.Sort(listed)
+	if want := []string{"run_notifying", "run_recent", "run_waiting"}; !slices.Equal(listed, want) {
+		t.Errorf("runs listed after the purge: %v, want %v", listed, want)
+	}
+	aprs, err := s.ListApprovals(ctx, store.ApprovalFilter{ProjectID: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range aprs.Items {
+		if a.RunID == old.ID {
+			t.Errorf("purged run's approval %s still listed", a.ID)
+		}
+	}
+	if len(aprs.Items) != 1 {
+		t.Errorf("approvals listed after the purge: %d, want run_recent's", len(aprs.Items))
+	}
+	// Its idempotency key is free again: a new run may take it.
+	if _, err := s.CreateRun(ctx, store.Run{ID: "run_again", ProjectID: "p1", Status: store.RunQueued, CreatedAt: now, IdempotencyKey: old.IdempotencyKey}, nil); err != nil {
+		t.Errorf("create a run with the purged run's idempotency key: %v", err)
+	}
+	for _, id := range []string{recent.ID, waiting.ID, notifying.ID} {
+		if _, err := s.GetRun(ctx, id); err != nil {
+			t.Errorf("run %s after the purge: %v", id, err)
+		}
+	}
+	if evs, _ := s.ListEvents(ctx, recent.ID, 0, 100); len(evs) != 4 {
+		t.Errorf("run_recent's events after the purge: %d, want 4", len(evs))
+	}
+	if n, err := s.PurgeFinishedRuns(ctx, now, 10); err != nil || n != 0 {
+		t.Errorf("second purge: %d, %v; want 0", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if where := mentions(t, path, old.ID, oldApr.ID); len(where) > 0 {
+		t.Errorf("the purged run is still in the file: %v", where)
+	}
+	if where := mentions(t, path, recent.ID); len(where) == 0 {
+		t.Errorf("run_recent is in no bucket: the check above cannot fail")
+	}
+}
+
+// mentions lists the buckets of the file at path with a key or value that
+// holds one of ids.
+func mentions(t *testing.T, path string, ids ...string) []string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var where []string
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				for _, id := range ids {
+					if bytes.Contains(k, []byte(id)) || bytes.Contains(v, []byte(id)) {
+						where = append(where, fmt.Sprintf("%s: %q", name, k))
+					}
+				}
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return where
+}
+
+// TestPurgeInBatches: a purge deletes at most limit runs, oldest first, and
+// says so; a store with no Retention deletes none.
+func TestPurgeInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "stead.db"), boltstore.Options{NoSync: true, Retention: time.Minute})
+	for i := range 3 {
+		finishedRun(t, s, fmt.Sprintf("run_%d", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	now := t0.Add(time.Hour)
+	for i, want := range []int{2, 1, 0} {
+		n, err := s.PurgeFinishedRuns(ctx, now, 2)
+		if err != nil || n != want {
+			t.Fatalf("purge %d: %d, %v; want %d", i, n, err, want)
+		}
+		if i == 0 {
+			if _, err := s.GetRun(ctx, "run_2"); err != nil {
+				t.Fatalf("the newest run went first: %v", err)
+			}
+		}
+	}
+
+	keep := open(t, filepath.Join(t.TempDir(), "stead.db"), boltstore.Options{NoSync: true})
+	finishedRun(t, keep, "run_kept", t0)
+	if n, err := keep.PurgeFinishedRuns(ctx, t0.AddDate(10, 0, 0), 10); err != nil || n != 0 {
+		t.Fatalf("purge without retention: %d, %v", n, err)
+	}
+}
+
+// A file written before the finished-run index gets it on Open, so its old
+// runs are purged like new ones.
+func TestFinishedIndexFilledOnOpen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishedRun(t, s, "run_before", t0)
+	if _, err := s.CreateRun(ctx, store.Run{ID: "run_live", ProjectID: "p1", Status: store.RunQueued, CreatedAt: t0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("idx-run-finished")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, boltstore.Options{NoSync: true, Retention: time.Hour})
+	if n, err := s.PurgeFinishedRuns(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("purge after reopen: %d, %v; want 1", n, err)
+	}
+	if _, err := s.GetRun(ctx, "run_before"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("run_before after the purge: %v", err)
+	}
+	if _, err := s.GetRun(ctx, "run_live"); err != nil {
+		t.Errorf("the queued run after the purge: %v", err)
+	}
+}
