@@ -43,7 +43,8 @@
 //     the step again a bounded number of times.
 //   - CPU: a worker runs at a lower scheduling priority than the parent
 //     (nice +5 on Linux) with GOMAXPROCS 1 (goja is single-threaded, and
-//     one P spares the machine the scheduler's cross-thread wake-ups);
+//     one P spares the machine the scheduler's cross-thread wake-ups) and
+//     GOGC 200 (see harden);
 //     Options.MaxWorkers bounds the calls running at once and MaxPerTenant
 //     one tenant's share of them.
 //
@@ -51,7 +52,7 @@
 //
 // An empty environment (no AWS credentials, model keys or Stead secrets),
 // the temporary folder as its working directory, no file descriptor but its
-// channel (New marks the parent's inherited descriptors close-on-exec), and
+// channel's two (New marks the parent's inherited descriptors close-on-exec), and
 // on Linux PR_SET_NO_NEW_PRIVS and SIGKILL when its parent dies (the parent
 // starts workers from one OS thread that never exits, since Linux sends the
 // death signal when the forking thread exits). The Invocation's Secrets
@@ -85,8 +86,10 @@
 //
 // # The protocol
 //
-// Length-prefixed JSON frames over a Unix socket pair, versioned (see
-// proto.go), parsed strictly with go-json-experiment/json; frame sizes,
+// Length-prefixed JSON frames over two pipes (a worker's fds 3 and 4),
+// versioned (see proto.go), parsed strictly with go-json-experiment/json
+// (the frames of every call are encoded by hand, byte for byte as json
+// would; see codec.go); frame sizes,
 // host requests per call (10,000) and in flight (64, of them 8 fetches),
 // broker values (1 MiB), lists (16 MiB), fetch bodies (2 MiB), log lines,
 // untrusted marks, exports and error texts are bounded. The worker keeps to

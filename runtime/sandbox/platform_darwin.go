@@ -31,22 +31,17 @@ func residentMemory(pid int) (int64, error) {
 	return kib << 10, nil
 }
 
+// resident reads one process's resident memory with ps.
+type resident struct{ pid int }
+
+func openResident(pid int) (*resident, error) { return &resident{pid: pid}, nil }
+func (m *resident) read() (int64, error)      { return residentMemory(m.pid) }
+func (m *resident) close()                    {}
+
 const memoryPollMillis = 250
 
 // Supported reports whether this platform runs sandbox workers.
 const Supported = true
-
-// socketpair returns a connected pair of close-on-exec Unix stream sockets.
-func socketpair() ([2]int, error) {
-	syscall.ForkLock.RLock()
-	defer syscall.ForkLock.RUnlock()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err == nil {
-		syscall.CloseOnExec(fds[0])
-		syscall.CloseOnExec(fds[1])
-	}
-	return fds, err
-}
 
 // closeOnExecInherited marks every descriptor beyond stdio close-on-exec
 // (see the Linux version).
@@ -61,3 +56,5 @@ func closeOnExecInherited() {
 		}
 	}
 }
+
+func setNonblock(fd int) error { return syscall.SetNonblock(fd, true) }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -48,31 +49,55 @@ var pageSize = int64(os.Getpagesize())
 
 // residentMemory returns a process's resident set size in bytes.
 func residentMemory(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	m, err := openResident(pid)
 	if err != nil {
 		return 0, err
 	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0, fmt.Errorf("read /proc/%d/statm: %q", pid, b)
-	}
-	pages, err := strconv.ParseInt(string(f[1]), 10, 64)
+	defer m.close()
+	return m.read()
+}
+
+// resident reads one process's resident memory, again and again: its
+// /proc/PID/statm stays open (a read is one pread, not open, read and
+// close), and once the process is gone reads fail rather than find a new
+// process that was given its PID.
+type resident struct {
+	pid int
+	f   *os.File
+	buf [128]byte
+}
+
+func openResident(pid int) (*resident, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/statm")
 	if err != nil {
-		return 0, fmt.Errorf("read /proc/%d/statm: %w", pid, err)
+		return nil, err
+	}
+	return &resident{pid: pid, f: f}, nil
+}
+
+func (m *resident) read() (int64, error) {
+	n, err := m.f.ReadAt(m.buf[:], 0)
+	if err != nil && (err != io.EOF || n == 0) {
+		return 0, fmt.Errorf("read /proc/%d/statm: %w", m.pid, err)
+	}
+	b := m.buf[:n]
+	// size resident shared text lib data dt, in pages
+	_, rest, _ := bytes.Cut(b, []byte{' '})
+	field, _, _ := bytes.Cut(rest, []byte{' '})
+	pages, err := strconv.ParseInt(string(field), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/statm: %q", m.pid, b)
 	}
 	return pages * pageSize, nil
 }
+
+func (m *resident) close() { _ = m.f.Close() }
 
 // memoryPoll is how often the parent reads a busy worker's resident memory.
 const memoryPollMillis = 10
 
 // Supported reports whether this platform runs sandbox workers.
 const Supported = true
-
-// socketpair returns a connected pair of close-on-exec Unix stream sockets.
-func socketpair() ([2]int, error) {
-	return syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-}
 
 // closeOnExecInherited marks every descriptor this process has beyond
 // stdio close-on-exec. Go opens its own that way; this catches those the
@@ -89,3 +114,5 @@ func closeOnExecInherited() {
 		}
 	}
 }
+
+func setNonblock(fd int) error { return syscall.SetNonblock(fd, true) }

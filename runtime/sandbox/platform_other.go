@@ -16,6 +16,12 @@ func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 
 func residentMemory(int) (int64, error) { return 0, errUnsupported }
 
+type resident struct{}
+
+func openResident(int) (*resident, error) { return nil, errUnsupported }
+func (*resident) read() (int64, error)    { return 0, errUnsupported }
+func (*resident) close()                  {}
+
 const memoryPollMillis = 250
 
 var errUnsupported = errors.New("sandbox workers need Linux or macOS")
@@ -23,6 +29,6 @@ var errUnsupported = errors.New("sandbox workers need Linux or macOS")
 // Supported reports whether this platform runs sandbox workers.
 const Supported = false
 
-func socketpair() ([2]int, error) { return [2]int{}, errUnsupported }
-
 func closeOnExecInherited() {}
+
+func setNonblock(int) error { return errUnsupported }

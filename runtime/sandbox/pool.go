@@ -1,11 +1,9 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -425,11 +423,18 @@ func (p *Pool) reapIdle() {
 
 // watchMemory reads, every memoryPollMillis while workers live, the
 // resident memory of those running a call, and kills those over
-// WorkerMemory. (A call costs it nothing: the watch ticks by itself.)
+// WorkerMemory. (A call costs it nothing: the watch ticks by itself.) It
+// keeps each worker's statm open while the worker lives.
 func (p *Pool) watchMemory() {
 	defer p.bg.Done()
 	t := time.NewTicker(memoryPollMillis * time.Millisecond)
 	defer t.Stop()
+	open := make(map[*proc]*resident)
+	defer func() {
+		for _, m := range open {
+			m.close()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		idle := len(p.live) == 0
@@ -453,9 +458,23 @@ func (p *Pool) watchMemory() {
 				busy = append(busy, pr)
 			}
 		}
+		for pr, m := range open {
+			if _, ok := p.live[pr]; !ok {
+				m.close()
+				delete(open, pr)
+			}
+		}
 		p.mu.Unlock()
 		for _, pr := range busy {
-			if rss, err := residentMemory(pr.pid); err == nil && rss > p.opts.WorkerMemory {
+			m := open[pr]
+			if m == nil {
+				var err error
+				if m, err = openResident(pr.pid); err != nil {
+					continue // it exited
+				}
+				open[pr] = m
+			}
+			if rss, err := m.read(); err == nil && rss > p.opts.WorkerMemory {
 				pr.rss.Store(rss)
 				pr.kill(killMemory)
 			}
@@ -539,15 +558,20 @@ func (p *Pool) spawn(key string) (*proc, error) {
 	if closed {
 		return nil, errors.New("the sandbox pool is closed")
 	}
-	fds, err := socketpair()
+	in, out, workerFiles, err := pipes()
 	if err != nil {
-		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: socketpair: "+err.Error())
+		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: pipe: "+err.Error())
 	}
-	parentFile, childFile := os.NewFile(uintptr(fds[0]), "sandbox-parent"), os.NewFile(uintptr(fds[1]), "sandbox-child")
-	conn, err := net.FileConn(parentFile)
-	_ = parentFile.Close()
+	closeWorkerFiles := func() {
+		for _, f := range workerFiles {
+			_ = f.Close()
+		}
+	}
+	ch, err := newChannel(in, out)
 	if err != nil {
-		_ = childFile.Close()
+		closeWorkerFiles()
+		_ = in.Close()
+		_ = out.Close()
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
 	}
 	args := workerArgs{
@@ -557,25 +581,24 @@ func (p *Pool) spawn(key string) (*proc, error) {
 	cmd := exec.Command(p.opts.Path, args.list()...)
 	cmd.Env = []string{} // nothing of the parent's environment: no credentials, no keys
 	cmd.Dir = os.TempDir()
-	cmd.ExtraFiles = []*os.File{childFile}
+	cmd.ExtraFiles = workerFiles
 	tail := &tailBuffer{}
 	cmd.Stderr = tail
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = procAttr()
-	if err := startProcess(cmd); err != nil {
-		_ = childFile.Close()
-		_ = conn.Close()
+	err = startProcess(cmd)
+	closeWorkerFiles()
+	if err != nil {
+		ch.close()
 		return nil, jsvm.NewError(jsvm.CodeInternal, "start a sandbox worker: "+err.Error())
 	}
-	_ = childFile.Close()
-	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, conn: conn, br: bufio.NewReaderSize(conn, 64<<10), stderr: tail,
-		exited: make(chan struct{})}
+	pr := &proc{pool: p, key: key, pid: cmd.Process.Pid, cmd: cmd, ch: ch, stderr: tail, exited: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed { // Close ran since the check above: it will not see this one
 		p.mu.Unlock()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		_ = conn.Close()
+		ch.close()
 		return nil, errors.New("the sandbox pool is closed")
 	}
 	p.live[pr] = struct{}{}

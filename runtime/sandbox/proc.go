@@ -1,13 +1,11 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os/exec"
 	"slices"
 	"strings"
@@ -43,10 +41,10 @@ type proc struct {
 	key    string
 	pid    int
 	cmd    *exec.Cmd
-	conn   net.Conn
 	stderr *tailBuffer
 
-	br   *bufio.Reader // over conn; read by the goroutine holding the worker
+	// ch is read by the goroutine holding the worker, written under wmu.
+	ch   *channel
 	rbuf []byte
 	wmu  sync.Mutex
 	wbuf []byte
@@ -80,7 +78,7 @@ type pcall struct {
 }
 
 // writeBy is when a write to the worker for c that starts now must end:
-// writeTimeout from now — a frame fits the socket buffer at once unless
+// writeTimeout from now — a frame fits the pipe's buffer at once unless
 // the worker stopped reading — and never past the call's deadline and
 // grace. Per write, not per call: a call that makes thousands of host
 // requests on a busy machine outlasts one writeTimeout without its worker
@@ -101,8 +99,8 @@ func (pr *proc) send(m *message) error { return pr.sendBy(m, time.Now().Add(writ
 func (pr *proc) sendBy(m *message, deadline time.Time) error {
 	pr.wmu.Lock()
 	defer pr.wmu.Unlock()
-	_ = pr.conn.SetWriteDeadline(deadline)
-	err := writeFrame(pr.conn, &pr.wbuf, m)
+	_ = pr.ch.out.SetWriteDeadline(deadline)
+	err := writeFrame(pr.ch.w, &pr.wbuf, m)
 	if cap(pr.wbuf) > bigBuffer {
 		pr.wbuf = nil // a large frame (a bundle, a big reply) is not kept for the worker's life
 	}
@@ -110,7 +108,7 @@ func (pr *proc) sendBy(m *message, deadline time.Time) error {
 }
 
 const (
-	// writeTimeout bounds one write to a worker: a frame fits the socket
+	// writeTimeout bounds one write to a worker: a frame fits the pipe's
 	// buffer at once unless the worker stopped reading.
 	writeTimeout = 5 * time.Second
 	// bigBuffer is the frame size past which a buffer is dropped after use.
@@ -126,7 +124,7 @@ func (pr *proc) kill(why killReason) {
 	pr.mu.Unlock()
 	pr.killOnce.Do(func() {
 		_ = pr.cmd.Process.Signal(syscall.SIGKILL)
-		_ = pr.conn.Close()
+		pr.ch.close()
 	})
 }
 
@@ -142,7 +140,7 @@ func (pr *proc) violate(format string, args ...any) {
 // wait reaps the process.
 func (pr *proc) wait() {
 	_ = pr.cmd.Wait()
-	_ = pr.conn.Close()
+	pr.ch.close()
 	pr.pool.forget(pr)
 	close(pr.exited)
 }
@@ -151,10 +149,10 @@ func (pr *proc) wait() {
 // list, the worker evaluates its top level and answers its exports.
 func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list bool) ([]bundle.Export, error) {
 	// ctx is only a time limit here (its cancellation is not watched, so no
-	// callback can touch the socket after load returns).
+	// callback can touch the channel after load returns).
 	if d, ok := ctx.Deadline(); ok {
-		_ = pr.conn.SetReadDeadline(d)
-		defer func() { _ = pr.conn.SetReadDeadline(time.Time{}) }()
+		_ = pr.ch.in.SetReadDeadline(d)
+		defer func() { _ = pr.ch.in.SetReadDeadline(time.Time{}) }()
 	}
 	fail := func(what string, err error) ([]bundle.Export, error) {
 		pr.kill(killProtocol)
@@ -162,7 +160,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 		return nil, &startError{what: what, err: err, fatal: pr.stderr.fatalLine()}
 	}
 	var m message
-	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+	if err := readFrame(pr.ch.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 		return fail("wait for it to start", err)
 	}
 	if m.T != msgReady || m.V != protocolVersion {
@@ -175,7 +173,7 @@ func (pr *proc) load(ctx context.Context, b *bundle.Bundle, lim limitsMsg, list 
 	if err := pr.send(&message{T: msgLoad, Load: ld}); err != nil {
 		return fail("send the bundle", err)
 	}
-	if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+	if err := readFrame(pr.ch.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 		return fail("load the bundle", err)
 	}
 	if m.T != msgLoaded {
@@ -235,7 +233,7 @@ func asCallError(err error) error {
 func (pr *proc) next(c *pcall) *doneMsg {
 	for {
 		var m message
-		if err := readFrame(pr.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
+		if err := readFrame(pr.ch.br, &pr.rbuf, maxWorkerFrame, &m); err != nil {
 			if errors.Is(err, errFrameTooLarge) || strings.HasPrefix(err.Error(), "malformed frame") {
 				pr.violate("%v", err)
 			}

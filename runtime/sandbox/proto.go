@@ -13,10 +13,12 @@ import (
 	"stead/runtime/jsvm"
 )
 
-// The protocol between a parent and its worker: frames over one Unix
-// socket, each a 4-byte big-endian length and one JSON message, parsed
-// strictly (exact member names, unknown or duplicate names refused, valid
-// UTF-8). Version 1:
+// The protocol between a parent and its worker: frames over two pipes (see
+// channel.go), each a 4-byte big-endian length and one JSON message,
+// written in one write (the frames of every call encoded by hand, see
+// codec.go) and parsed strictly (exact member names, unknown or duplicate
+// names refused, valid UTF-8). Version 2 (1 was
+// the same frames over one Unix socket):
 //
 //	worker → parent   ready{v}                      once, at start
 //	parent → worker   load{name, source, exports}   once, before the first call
@@ -35,7 +37,7 @@ import (
 // with no call running, a second done, a reply id it never asked for), or
 // more host requests than maxHostCalls kill the worker; its call fails with
 // jsvm.CodeSandboxCrashed naming the violation.
-const protocolVersion = 1
+const protocolVersion = 2
 
 const (
 	// maxWorkerFrame bounds a frame from a worker: the result, the logs and
@@ -207,15 +209,16 @@ var strict = json.JoinOptions(json.RejectUnknownMembers(true))
 // errFrameTooLarge is a frame over the reader's limit.
 var errFrameTooLarge = errors.New("frame too large")
 
-// writeFrame writes m as one frame to w, encoding into buf's storage.
+// writeFrame writes m as one frame to w, in one write, encoding into buf's
+// storage.
 func writeFrame(w io.Writer, buf *[]byte, m *message) error {
-	a := appender(append((*buf)[:0], 0, 0, 0, 0))
-	if err := json.MarshalWrite(&a, m); err != nil {
+	a, err := appendMessage(append((*buf)[:0], 0, 0, 0, 0), m)
+	if err != nil {
 		return fmt.Errorf("encode %s frame: %w", m.T, err)
 	}
 	binary.BigEndian.PutUint32(a, uint32(len(a)-4))
 	*buf = a
-	_, err := w.Write(a)
+	_, err = w.Write(a)
 	return err
 }
 

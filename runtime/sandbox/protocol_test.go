@@ -44,7 +44,7 @@ func TestProtocolViolationsKillTheWorker(t *testing.T) {
 	if _, err := os.Stat("/bin/sleep"); err != nil {
 		t.Skip("needs /bin/sh and /bin/sleep")
 	}
-	ready := frame(`{"t":"ready","v":1}`)
+	ready := frame(`{"t":"ready","v":2}`)
 	loaded := frame(`{"t":"loaded"}`)
 	for _, tc := range []struct {
 		name, out, want string
@@ -55,7 +55,7 @@ func TestProtocolViolationsKillTheWorker(t *testing.T) {
 		{"duplicate names", ready + loaded + frame(`{"t":"done","seq":1,"done":{"output":{"a":1,"a":2}}}`), "duplicate"},
 		{"case variant", ready + loaded + frame(`{"t":"done","seq":1,"DONE":{"output":1}}`), "unknown"},
 		{"invalid UTF-8", ready + loaded + frame("{\"t\":\"done\",\"seq\":1,\"done\":{\"output\":\"\xff\"}}"), "UTF-8"},
-		{"unexpected frame", ready + loaded + frame(`{"t":"ready","v":1,"seq":1}`), `unexpected "ready"`},
+		{"unexpected frame", ready + loaded + frame(`{"t":"ready","v":2,"seq":1}`), `unexpected "ready"`},
 		{"another call's frame", ready + loaded + frame(`{"t":"host","seq":7,"id":1,"host":{"op":"broker.get","collection":"c","key":"k"}}`), `"host" frame of call 7 during call 1`},
 		{"done without result", ready + loaded + frame(`{"t":"done","seq":1}`), "without a result"},
 		{"host without id", ready + loaded + frame(`{"t":"host","seq":1,"host":{"op":"fetch"}}`), "without an id"},
@@ -97,7 +97,7 @@ func TestProtocolViolationsKillTheWorker(t *testing.T) {
 // and what it accepts encodes and decodes back to the same message.
 func FuzzReadFrame(f *testing.F) {
 	for _, s := range []string{
-		frame(`{"t":"ready","v":1}`),
+		frame(`{"t":"ready","v":2}`),
 		frame(`{"t":"done","done":{"output":{"a":[1,2,{"b":"c"}]},"logs":[{"level":"log","message":"x","at":1}]}}`),
 		frame(`{"t":"host","id":7,"host":{"op":"broker.put","collection":"c","key":"k","value":{"n":1}}}`),
 		frame(`{"t":"host","id":8,"host":{"op":"fetch","fetch":{"url":"https://example.com","method":"GET","header":[["a","b"]]}}}`),
