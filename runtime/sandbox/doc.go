@@ -44,16 +44,15 @@
 //   - CPU: a worker runs at a lower scheduling priority than the parent
 //     (nice +5 on Linux) with GOMAXPROCS 1 (goja is single-threaded, and
 //     one P spares the machine the scheduler's cross-thread wake-ups) and
-//     GOGC 200 (see harden);
-//     Options.MaxWorkers bounds the calls running at once and MaxPerTenant
-//     one tenant's share of them.
+//     GOGC 200 (see harden); Options.MaxWorkers bounds the calls running at
+//     once and MaxPerTenant one tenant's share of them.
 //
 // # What a worker gets
 //
 // An empty environment (no AWS credentials, model keys or Stead secrets),
-// the temporary folder as its working directory, no file descriptor but its
-// channel's two (New marks the parent's inherited descriptors close-on-exec), and
-// on Linux PR_SET_NO_NEW_PRIVS and SIGKILL when its parent dies (the parent
+// the temporary folder as its working directory, no file descriptor but the
+// two of its channel (New marks the parent's inherited descriptors
+// close-on-exec), and on Linux PR_SET_NO_NEW_PRIVS and SIGKILL when its parent dies (the parent
 // starts workers from one OS thread that never exits, since Linux sends the
 // death signal when the forking thread exits). The Invocation's Secrets
 // never cross: the parent redacts them from everything the worker returns
@@ -89,14 +88,14 @@
 // Length-prefixed JSON frames over two pipes (a worker's fds 3 and 4),
 // versioned (see proto.go), parsed strictly with go-json-experiment/json
 // (the frames of every call are encoded by hand, byte for byte as json
-// would; see codec.go); frame sizes,
-// host requests per call (10,000) and in flight (64, of them 8 fetches),
-// broker values (1 MiB), lists (16 MiB), fetch bodies (2 MiB), log lines,
-// untrusted marks, exports and error texts are bounded. The worker keeps to
-// the same limits itself (a handler meets them as errors, or waits its
-// turn); the parent's kill is for a worker that does not. The parent treats the worker as hostile: a
-// frame it cannot parse, an oversized one, one it does not expect now, or a
-// result over the limits kills the worker, never the parent. Marks from
+// would; see codec.go); frame sizes, host requests per call (10,000) and in
+// flight (64, of them 8 fetches), broker values (1 MiB), lists (16 MiB),
+// fetch bodies (2 MiB), log lines, untrusted marks, exports and error texts
+// are bounded. The worker keeps to the same limits itself (a handler meets
+// them as errors, or waits its turn); the parent's kill is for a worker
+// that does not. The parent treats the worker as hostile: a frame it cannot
+// parse, an oversized one, one it does not expect now, or a result over the
+// limits kills the worker, never the parent. Marks from
 // context.markUntrusted are sent at once, so they survive a worker killed
 // later in the call; logs and costs come with the call's end.
 package sandbox

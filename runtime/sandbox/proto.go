@@ -17,8 +17,8 @@ import (
 // channel.go), each a 4-byte big-endian length and one JSON message,
 // written in one write (the frames of every call encoded by hand, see
 // codec.go) and parsed strictly (exact member names, unknown or duplicate
-// names refused, valid UTF-8). Version 2 (1 was
-// the same frames over one Unix socket):
+// names refused, valid UTF-8). Version 2 (1 was the same frames over one
+// Unix socket):
 //
 //	worker → parent   ready{v}                      once, at start
 //	parent → worker   load{name, source, exports}   once, before the first call
