@@ -33,9 +33,10 @@ var soakHostile = []struct{ agent, code string }{
 // whose runs must fail with the sandbox's codes, the rest ungated. Warm-up
 // is the same mix for a fifth of the time (1m to 2m: the server's heap
 // takes some 20,000 runs to reach its steady size). Both before and
-// after the soak the load stops, 64 ungated runs settle the workers, and
-// the test reads the server's and its workers' resident memory, the live
-// workers and the server's open descriptors. It fails on any error but
+// after the soak the load stops, 64 ungated runs settle the workers, the
+// server idles for soakIdle, and the test reads the server's and its
+// workers' resident memory, the live workers and the server's open
+// descriptors. It fails on any error but
 // the hostile runs' expected failures, on memory that grew by more than
 // 10% (the server's anonymous memory: bbolt's mapped file grows with the
 // data and is reported beside it), on more workers at the end than at the
@@ -208,8 +209,17 @@ func (s snapshot) workerMean() int64 {
 	return s.workersRSS / int64(len(s.workers))
 }
 
-// snapshot settles the workers with 64 ungated runs, waits (at most 10s)
-// for workers that were stopped to be reaped, and reads the tree.
+// soakIdle is how long a snapshot lets the server idle before it reads
+// memory: longer than the 2 minutes after which Go's runtime forces a
+// garbage collection, whose scavenger then returns to the system what the
+// heap no longer needs. Read at once, the figure depends on where in its
+// collection cycle the load left the heap: up to 25% apart here between
+// samples a minute apart, with no trend.
+const soakIdle = 130 * time.Second
+
+// snapshot settles the workers with 64 ungated runs, lets the server idle
+// for soakIdle, waits (at most 10s) for workers that were stopped to be
+// reaped, and reads the tree.
 func (d *devServer) snapshot(tb testing.TB) snapshot {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -233,6 +243,7 @@ func (d *devServer) snapshot(tb testing.TB) snapshot {
 	if failed != nil {
 		tb.Fatalf("settle the workers: %v", failed)
 	}
+	time.Sleep(soakIdle)
 	var s snapshot
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		s = snapshot{}
