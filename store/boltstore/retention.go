@@ -62,16 +62,16 @@ func (s *Store) PurgeFinishedRuns(ctx context.Context, now time.Time, limit int)
 	end := timeKey(now.Add(-s.retention))
 	// Most sweeps find nothing due: they look in a read transaction, which
 	// writes nothing and syncs nothing.
-	var due bool
+	var oldest []byte
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		k, _ := bucket(tx, xRunFinished).Cursor().First()
-		due = len(k) >= timeLen && bytes.Compare(k[:timeLen], end) < 0
+		oldest = bytes.Clone(k)
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("purge finished runs: %w", interpretError(err))
 	}
-	if !due {
+	if len(oldest) < timeLen || bytes.Compare(oldest[:timeLen], end) >= 0 {
 		return 0, nil
 	}
 	var n int
