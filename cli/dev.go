@@ -79,7 +79,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
 	o.retention = defaultRetention
-	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals) is kept before the sweeper deletes it: days (90d) or a duration (12h); 0 keeps every run")
+	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals) and a settled notification are kept before the sweeper deletes them: days (90d) or a duration (12h); 0 keeps everything")
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level on standard error: debug, info, warn, error")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request and the server's steps (--log-level info)")
@@ -96,7 +96,7 @@ wherever a name resolves; stead.json cannot change this.`,
 const defaultRetention = 90 * 24 * time.Hour
 
 // retentionValue is the --retention flag: a duration, or whole days ("90d"),
-// which Go's durations lack; zero keeps every run.
+// which Go's durations lack; zero keeps everything.
 type retentionValue struct{ d *time.Duration }
 
 func (v retentionValue) String() string {
@@ -110,14 +110,14 @@ func (v retentionValue) Set(s string) error {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.ParseUint(n, 10, 16)
 		if err != nil {
-			return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps every run", s)
+			return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps everything", s)
 		}
 		*v.d = time.Duration(days) * 24 * time.Hour
 		return nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps every run", s)
+		return fmt.Errorf("%q is not a number of days (90d) or a duration (12h); 0 keeps everything", s)
 	}
 	*v.d = d
 	return nil

@@ -18,19 +18,21 @@ type SweepResult struct {
 	Purged       int `json:"purged,omitempty"`
 }
 
-// A Purger deletes up to limit runs that finished longer ago than it keeps
-// them and says how many it deleted (fewer than limit: none is left).
+// A Purger deletes up to limit of what its retention no longer keeps —
+// finished runs, settled notifications — and says how many it deleted
+// (fewer than limit: nothing else is due).
 type Purger interface {
-	PurgeFinishedRuns(ctx context.Context, now time.Time, limit int) (int, error)
+	Purge(ctx context.Context, now time.Time, limit int) (int, error)
 }
 
-// purgeBatch is how many finished runs one purge transaction deletes.
+// purgeBatch is how many records (runs, notifications) one purge deletes.
 const purgeBatch = 100
 
 // Sweep expires due approvals (their runs fail approval-expired) and
 // dispatches again the runs nobody is working on: queued runs whose dispatch
 // was lost and running runs whose worker died (their lease ran out). Last,
-// with a Config.Purger, it deletes the finished runs past their retention.
+// with a Config.Purger, it deletes the finished runs and the settled
+// notifications past their retention.
 // It is a plain function: a ticker calls it locally, a scheduled
 // Lambda on AWS.
 func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
@@ -78,7 +80,7 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 	if e.cfg.Purger != nil {
 		for ctx.Err() == nil {
-			n, err := e.cfg.Purger.PurgeFinishedRuns(ctx, now, purgeBatch)
+			n, err := e.cfg.Purger.Purge(ctx, now, purgeBatch)
 			res.Purged += n
 			if err != nil {
 				failed = append(failed, err)

@@ -97,8 +97,9 @@ type Options struct {
 	// Timeout is how long to wait for the file lock held by another process;
 	// zero means DefaultTimeout, negative waits forever.
 	Timeout time.Duration
-	// Retention is how long a finished run is kept before PurgeFinishedRuns
-	// deletes it (see retention.go); zero or less keeps every run.
+	// Retention is how long a finished run, or a settled notification, is
+	// kept before Purge deletes it (see retention.go); zero or less keeps
+	// everything.
 	Retention time.Duration
 }
 
@@ -142,7 +143,7 @@ var (
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease, xRunFinished,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
 		bRules, xRuleScopes,
-		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, bOutbox,
+		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, xDeliverySettled, bOutbox,
 		bMCPKeys, xMCPKeyHash,
 	}
 )
@@ -168,10 +169,11 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		// A file from before the by-run indexes or the finished-run index
-		// gets them filled in once.
+		// A file from before the by-run indexes, the finished-run index or
+		// the settled-delivery index gets them filled in once.
 		byRun := tx.Bucket(xAprRun) == nil || tx.Bucket(xAprRunExp) == nil
 		finished := tx.Bucket(xRunFinished) == nil
+		settled := tx.Bucket(xDeliverySettled) == nil
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -183,7 +185,12 @@ func Open(path string, o Options) (*Store, error) {
 			}
 		}
 		if finished {
-			return indexFinishedRuns(tx)
+			if err := indexFinishedRuns(tx); err != nil {
+				return err
+			}
+		}
+		if settled {
+			return indexSettledDeliveries(tx)
 		}
 		return nil
 	})

@@ -13,13 +13,15 @@ import (
 )
 
 // Retention: a finished run is kept for Options.Retention after it finished;
-// then PurgeFinishedRuns, which the engine's sweep calls, deletes it with
-// everything that is only its own — its events, steps, approvals and
-// idempotency record, and their index entries — in one transaction, so a
-// reader sees the whole run or none of it. It is what DynamoDB's time to
+// then Purge, which the engine's sweep calls, deletes it with everything
+// that is only its own — its events, steps, approvals and idempotency
+// record, and their index entries — in one transaction, so a reader sees
+// the whole run or none of it. It is what DynamoDB's time to
 // live does for dynamostore's Retention, without TTL's delay. Runs that are
 // queued, running or awaiting approval are never deleted, however old.
-// Broker records, rules and webhook deliveries are not a run's and stay.
+// A notification (a webhook, email or Slack delivery) is kept as long after
+// it settled, then deleted too. Broker records and rules are not a run's
+// and stay.
 //
 // Deleting is also what keeps a long-lived store's memory flat: bbolt's
 // freelist remembers every page a transaction allocated until that page is
@@ -50,47 +52,60 @@ func indexFinishedRuns(tx *bolt.Tx) error {
 	})
 }
 
-// PurgeFinishedRuns deletes up to limit runs that finished before now minus
-// Options.Retention, oldest first, in one transaction, and returns how many
-// it deleted: fewer than limit when no other is due. A run whose
-// notifications are still in the outbox waits until they went out. It
-// deletes nothing when the store keeps every run.
-func (s *Store) PurgeFinishedRuns(ctx context.Context, now time.Time, limit int) (int, error) {
+// indexSettledDeliveries fills idx-delivery-settled from the stored
+// deliveries, for a file written before it existed.
+func indexSettledDeliveries(tx *bolt.Tx) error {
+	return scan(bucket(tx, bDeliveries), nil, nil, false, func(_, v []byte) (bool, error) {
+		var d store.Delivery
+		if err := decode(v, &d); err != nil {
+			return false, err
+		}
+		if d.Status == store.DeliveryPending {
+			return true, nil
+		}
+		return true, mark(tx, xDeliverySettled, settledKey(d))
+	})
+}
+
+// Purge deletes up to limit of what Options.Retention no longer keeps, in
+// one transaction, oldest first: runs that finished before now minus
+// Retention, then notifications (webhook, email and Slack deliveries)
+// settled before then. It returns how many it deleted: fewer than limit
+// when nothing else is due. A run whose notifications are still in the
+// outbox waits until they went out; a pending delivery waits until it
+// settles. It deletes nothing when the store keeps everything.
+func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
 	if s.retention <= 0 || limit <= 0 {
 		return 0, nil
 	}
 	end := timeKey(now.Add(-s.retention))
+	isDue := func(k []byte) bool { return len(k) >= timeLen && bytes.Compare(k[:timeLen], end) < 0 }
 	// Most sweeps find nothing due: they look in a read transaction, which
 	// writes nothing and syncs nothing.
-	var oldest []byte
+	var found bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		k, _ := bucket(tx, xRunFinished).Cursor().First()
-		oldest = bytes.Clone(k)
+		for _, b := range [][]byte{xRunFinished, xDeliverySettled} {
+			if k, _ := bucket(tx, b).Cursor().First(); isDue(k) {
+				found = true
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("purge finished runs: %w", interpretError(err))
+		return 0, fmt.Errorf("purge: %w", interpretError(err))
 	}
-	if len(oldest) < timeLen || bytes.Compare(oldest[:timeLen], end) >= 0 {
+	if !found {
 		return 0, nil
 	}
 	var n int
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		n = 0
-		var due [][]byte
-		err := scan(bucket(tx, xRunFinished), nil, nil, false, func(k, _ []byte) (bool, error) {
-			if len(k) < timeLen || bytes.Compare(k[:timeLen], end) >= 0 {
-				return false, nil
-			}
-			if !exists(tx, bOutbox, k[timeLen:]) {
-				due = append(due, bytes.Clone(k))
-			}
-			return len(due) < limit, nil
-		})
+		notifying := func(id []byte) bool { return exists(tx, bOutbox, id) }
+		runs, err := dueKeys(tx, xRunFinished, isDue, limit, notifying)
 		if err != nil {
 			return err
 		}
-		for _, k := range due {
+		for _, k := range runs {
 			if err := deleteRun(tx, string(k[timeLen:])); err != nil {
 				return err
 			}
@@ -98,13 +113,42 @@ func (s *Store) PurgeFinishedRuns(ctx context.Context, now time.Time, limit int)
 				return err
 			}
 		}
-		n = len(due)
+		deliveries, err := dueKeys(tx, xDeliverySettled, isDue, limit-len(runs), nil)
+		if err != nil {
+			return err
+		}
+		for _, k := range deliveries {
+			// deleteDelivery drops its settled entry too.
+			if err := deleteDelivery(tx, string(k[timeLen:])); err != nil {
+				return err
+			}
+		}
+		n = len(runs) + len(deliveries)
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("purge finished runs: %w", interpretError(err))
+		return 0, fmt.Errorf("purge: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// dueKeys returns up to limit keys of the time index b, oldest first, that
+// are due, passing over those whose id skip names.
+func dueKeys(tx *bolt.Tx, b []byte, due func(k []byte) bool, limit int, skip func(id []byte) bool) ([][]byte, error) {
+	var out [][]byte
+	if limit <= 0 {
+		return nil, nil
+	}
+	err := scan(bucket(tx, b), nil, nil, false, func(k, _ []byte) (bool, error) {
+		if !due(k) {
+			return false, nil
+		}
+		if skip == nil || !skip(k[timeLen:]) {
+			out = append(out, bytes.Clone(k))
+		}
+		return len(out) < limit, nil
+	})
+	return out, err
 }
 
 // deleteRun deletes a run and what is only its own (see Retention above),

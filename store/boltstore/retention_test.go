@@ -87,7 +87,7 @@ func TestPurgeFinishedRuns(t *testing.T) {
 	}
 
 	now := t0.Add(90 * time.Minute) // run_old finished 89 minutes ago, run_recent not yet
-	n, err := s.PurgeFinishedRuns(ctx, now, 10)
+	n, err := s.Purge(ctx, now, 10)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d runs, %v; want 1 (run_old)", n, err)
 	}
@@ -139,7 +139,7 @@ func TestPurgeFinishedRuns(t *testing.T) {
 	if evs, _ := s.ListEvents(ctx, recent.ID, 0, 100); len(evs) != 4 {
 		t.Errorf("run_recent's events after the purge: %d, want 4", len(evs))
 	}
-	if n, err := s.PurgeFinishedRuns(ctx, now, 10); err != nil || n != 0 {
+	if n, err := s.Purge(ctx, now, 10); err != nil || n != 0 {
 		t.Errorf("second purge: %d, %v; want 0", n, err)
 	}
 	if err := s.Close(); err != nil {
@@ -192,7 +192,7 @@ func TestPurgeInBatches(t *testing.T) {
 	}
 	now := t0.Add(time.Hour)
 	for i, want := range []int{2, 1, 0} {
-		n, err := s.PurgeFinishedRuns(ctx, now, 2)
+		n, err := s.Purge(ctx, now, 2)
 		if err != nil || n != want {
 			t.Fatalf("purge %d: %d, %v; want %d", i, n, err, want)
 		}
@@ -205,13 +205,13 @@ func TestPurgeInBatches(t *testing.T) {
 
 	keep := open(t, filepath.Join(t.TempDir(), "stead.db"), boltstore.Options{NoSync: true})
 	finishedRun(t, keep, "run_kept", t0)
-	if n, err := keep.PurgeFinishedRuns(ctx, t0.AddDate(10, 0, 0), 10); err != nil || n != 0 {
+	if n, err := keep.Purge(ctx, t0.AddDate(10, 0, 0), 10); err != nil || n != 0 {
 		t.Fatalf("purge without retention: %d, %v", n, err)
 	}
 }
 
-// A file written before the finished-run index gets it on Open, so its old
-// runs are purged like new ones.
+// A file written before the finished-run and settled-delivery indexes gets
+// them on Open, so its old runs and notifications are purged like new ones.
 func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -224,6 +224,11 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	if _, err := s.CreateRun(ctx, store.Run{ID: "run_live", ProjectID: "p1", Status: store.RunQueued, CreatedAt: t0}, nil); err != nil {
 		t.Fatal(err)
 	}
+	settled := store.Delivery{ID: "wd_before", ProjectID: "p1", EndpointID: "we_1", Type: "run.failed", Body: json.RawMessage(`{}`),
+		Status: store.DeliveryDelivered, CreatedAt: t0, UpdatedAt: t0}
+	if err := s.PutDeliveries(ctx, []store.Delivery{settled}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -231,20 +236,101 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("idx-run-finished")) }); err != nil {
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range []string{"idx-run-finished", "idx-delivery-settled"} {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return fmt.Errorf("delete bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t, path, boltstore.Options{NoSync: true, Retention: time.Hour})
-	if n, err := s.PurgeFinishedRuns(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 1 {
-		t.Fatalf("purge after reopen: %d, %v; want 1", n, err)
+	if n, err := s.Purge(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 2 {
+		t.Fatalf("purge after reopen: %d, %v; want 2 (run_before, wd_before)", n, err)
+	}
+	if _, err := s.GetDelivery(ctx, "p1", "wd_before"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("wd_before after the purge: %v", err)
 	}
 	if _, err := s.GetRun(ctx, "run_before"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run_before after the purge: %v", err)
 	}
 	if _, err := s.GetRun(ctx, "run_live"); err != nil {
 		t.Errorf("the queued run after the purge: %v", err)
+	}
+}
+
+// TestPurgeSettledDeliveries: a notification settled (delivered or failed)
+// more than Retention ago is deleted, from the endpoint's log too; one
+// still pending, one settled since, and one sent again after it settled
+// stay.
+func TestPurgeSettledDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivery := func(id string) store.Delivery {
+		return store.Delivery{ID: id, ProjectID: "p1", EndpointID: "we_1", Type: "run.succeeded", Body: json.RawMessage(`{}`),
+			Status: store.DeliveryPending, NextAt: t0, CreatedAt: t0, UpdatedAt: t0}
+	}
+	ids := []string{"wd_delivered", "wd_pending", "wd_recent", "wd_again"}
+	var ds []store.Delivery
+	for _, id := range ids {
+		ds = append(ds, delivery(id))
+	}
+	if err := s.PutDeliveries(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(id string, st store.DeliveryStatus, at time.Time) {
+		t.Helper()
+		d, err := s.GetDelivery(ctx, "p1", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status, d.UpdatedAt, d.Tries = st, at, d.Tries+1
+		if st == store.DeliveryPending {
+			d.NextAt = at
+		}
+		if _, err := s.UpdateDelivery(ctx, d); err != nil {
+			t.Fatalf("settle %s: %v", id, err)
+		}
+	}
+	settle("wd_delivered", store.DeliveryDelivered, t0.Add(time.Minute))
+	settle("wd_recent", store.DeliveryFailed, t0.Add(2*time.Hour))
+	settle("wd_again", store.DeliveryDelivered, t0.Add(time.Minute))
+	settle("wd_again", store.DeliveryPending, t0.Add(2*time.Minute)) // sent again: pending once more
+
+	n, err := s.Purge(ctx, t0.Add(90*time.Minute), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1 (wd_delivered)", n, err)
+	}
+	if _, err := s.GetDelivery(ctx, "p1", "wd_delivered"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the purged delivery: %v, want ErrNotFound", err)
+	}
+	page, err := s.ListDeliveries(ctx, "p1", "we_1", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, d := range page.Items {
+		listed = append(listed, d.ID)
+	}
+	slices.Sort(listed)
+	if want := []string{"wd_again", "wd_pending", "wd_recent"}; !slices.Equal(listed, want) {
+		t.Errorf("the endpoint's log after the purge: %v, want %v", listed, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if where := mentions(t, path, "wd_delivered"); len(where) > 0 {
+		t.Errorf("the purged delivery is still in the file: %v", where)
 	}
 }

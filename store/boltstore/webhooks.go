@@ -12,14 +12,16 @@ import (
 )
 
 // Webhook buckets: endpoints by (project, id); deliveries by id, with an
-// index per endpoint (newest first by creation) and a due index of pending
-// ones by NextAt; the outbox by run id.
+// index per endpoint (newest first by creation), a due index of pending
+// ones by NextAt and one of settled ones by their last update (for
+// retention.go); the outbox by run id.
 var (
-	bEndpoints   = []byte("endpoints")
-	bDeliveries  = []byte("deliveries")
-	xDeliveryLog = []byte("idx-delivery-endpoint")
-	xDeliveryDue = []byte("idx-delivery-due")
-	bOutbox      = []byte("outbox")
+	bEndpoints       = []byte("endpoints")
+	bDeliveries      = []byte("deliveries")
+	xDeliveryLog     = []byte("idx-delivery-endpoint")
+	xDeliveryDue     = []byte("idx-delivery-due")
+	xDeliverySettled = []byte("idx-delivery-settled")
+	bOutbox          = []byte("outbox")
 )
 
 func endpointKey(projectID, id string) []byte { return key([]byte(id), projectID) }
@@ -149,7 +151,20 @@ func deleteDelivery(tx *bolt.Tx, id string) error {
 	if err := bucket(tx, xDeliveryLog).Delete(key(timeID(d.CreatedAt, id), d.ProjectID, d.EndpointID)); err != nil {
 		return err
 	}
+	if err := unmark(tx, xDeliverySettled, settledKey(d)); err != nil {
+		return err
+	}
 	return bucket(tx, bDeliveries).Delete([]byte(id))
+}
+
+// settledKey is a delivery's entry in idx-delivery-settled while it is not
+// pending: its last update (its creation if it has none), then its id.
+func settledKey(d store.Delivery) []byte {
+	at := d.UpdatedAt
+	if at.IsZero() {
+		at = d.CreatedAt
+	}
+	return timeID(at, d.ID)
 }
 
 // PutDeliveries stores each delivery that does not exist yet.
@@ -186,6 +201,18 @@ func putDelivery(tx *bolt.Tx, old *store.Delivery, d store.Delivery) error {
 	}
 	if d.Status == store.DeliveryPending && !d.NextAt.IsZero() {
 		if err := mark(tx, xDeliveryDue, timeID(d.NextAt, d.ID)); err != nil {
+			return err
+		}
+	}
+	// A settled delivery may be sent again (pending once more), and each
+	// update moves its last update: its settled entry follows both.
+	if old != nil && old.Status != store.DeliveryPending {
+		if err := unmark(tx, xDeliverySettled, settledKey(*old)); err != nil {
+			return err
+		}
+	}
+	if d.Status != store.DeliveryPending {
+		if err := mark(tx, xDeliverySettled, settledKey(d)); err != nil {
 			return err
 		}
 	}
