@@ -79,7 +79,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.BoolVar(&o.example, "example", false, "deploy examples/refunds and seed its demo orders")
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
 	o.retention = defaultRetention
-	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals) and a settled notification are kept before the sweeper deletes them: days (90d) or a duration (12h); 0 keeps everything")
+	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals), a settled notification and an expired remembered decision are kept before the sweeper deletes them: days (90d) or a duration (12h); 0 keeps everything")
 	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level on standard error: debug, info, warn, error")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request and the server's steps (--log-level info)")

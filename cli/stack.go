@@ -51,8 +51,9 @@ type StackConfig struct {
 	Fetch jsvm.FetchOptions
 	// NoSync skips fsync on store commits (tests only).
 	NoSync bool
-	// Retention is how long a finished run or a settled notification is
-	// kept; the sweeper deletes it afterwards (boltstore.Options.Retention).
+	// Retention is how long a finished run, a settled notification or an
+	// expired rule is kept; the sweeper deletes it afterwards
+	// (boltstore.Options.Retention).
 	// Zero keeps everything.
 	Retention time.Duration
 	// Entropy feeds ids in the engine; crypto/rand when nil.

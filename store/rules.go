@@ -11,8 +11,8 @@ import (
 
 // Rules keeps a project's remembered decisions (approvals.Rule). Store has
 // it. A rule is written once, then only revoked; it stays listable after it
-// ended (a backend may forget it some time later: DynamoDB's time to live
-// deletes it Retention after it expired).
+// ended (a backend may forget it some time later: each deletes it
+// Retention after it expired, DynamoDB by its time to live, bbolt by Purge).
 type Rules interface {
 	// CreateRule stores a new rule; r must be valid (Rule.Validate) and not
 	// revoked. ErrExists if its id is taken.

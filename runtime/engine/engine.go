@@ -173,10 +173,10 @@ type Config struct {
 	// Notifications, when set, is told of the writes whose events notify
 	// (webhooks); without it no event notifies.
 	Notifications Notifications
-	// Purger, when set, deletes the finished runs and settled
-	// notifications past the store's retention at the end of every sweep:
-	// boltstore.Store, opened with a Retention. DynamoDB's time to live
-	// needs none.
+	// Purger, when set, deletes the finished runs, settled notifications
+	// and expired rules past the store's retention at the end of every
+	// sweep: boltstore.Store, opened with a Retention. DynamoDB's time to
+	// live needs none.
 	Purger Purger
 	// PollInterval is how often waiters re-read a run changed by another
 	// process; 1s when zero.

@@ -19,20 +19,21 @@ type SweepResult struct {
 }
 
 // A Purger deletes up to limit of what its retention no longer keeps —
-// finished runs, settled notifications — and says how many it deleted
+// finished runs, settled notifications, expired rules — and says how many it deleted
 // (fewer than limit: nothing else is due).
 type Purger interface {
 	Purge(ctx context.Context, now time.Time, limit int) (int, error)
 }
 
-// purgeBatch is how many records (runs, notifications) one purge deletes.
+// purgeBatch is how many records (runs, notifications, rules) one purge
+// deletes.
 const purgeBatch = 100
 
 // Sweep expires due approvals (their runs fail approval-expired) and
 // dispatches again the runs nobody is working on: queued runs whose dispatch
 // was lost and running runs whose worker died (their lease ran out). Last,
-// with a Config.Purger, it deletes the finished runs and the settled
-// notifications past their retention.
+// with a Config.Purger, it deletes what is past its retention: finished
+// runs, settled notifications, expired rules.
 // It is a plain function: a ticker calls it locally, a scheduled
 // Lambda on AWS.
 func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {

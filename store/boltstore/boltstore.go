@@ -97,9 +97,9 @@ type Options struct {
 	// Timeout is how long to wait for the file lock held by another process;
 	// zero means DefaultTimeout, negative waits forever.
 	Timeout time.Duration
-	// Retention is how long a finished run, or a settled notification, is
-	// kept before Purge deletes it (see retention.go); zero or less keeps
-	// everything.
+	// Retention is how long a finished run, a settled notification or an
+	// expired rule is kept before Purge deletes it (see retention.go); zero
+	// or less keeps everything.
 	Retention time.Duration
 }
 
@@ -142,7 +142,7 @@ var (
 		bProjects, bAPIKeys, bMembers, bGroups, bDeployments, bRuns, bEvents, bSteps, bApprovals, bBroker, bRevocations,
 		xAPIKeyHash, xRunProject, xRunIdem, xRunLease, xRunFinished,
 		xAprProject, xAprProjectExp, xAprPending, xAprPendingExp, xAprDue, xAprRun, xAprRunExp, xRevokedUntil,
-		bRules, xRuleScopes,
+		bRules, xRuleScopes, xRuleExpiry,
 		bEndpoints, bDeliveries, xDeliveryLog, xDeliveryDue, xDeliverySettled, bOutbox,
 		bMCPKeys, xMCPKeyHash,
 	}
@@ -169,11 +169,13 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		// A file from before the by-run indexes, the finished-run index or
-		// the settled-delivery index gets them filled in once.
+		// A file from before the by-run indexes or the retention indexes
+		// (finished runs, settled deliveries, rule expiries) gets them
+		// filled in once.
 		byRun := tx.Bucket(xAprRun) == nil || tx.Bucket(xAprRunExp) == nil
 		finished := tx.Bucket(xRunFinished) == nil
 		settled := tx.Bucket(xDeliverySettled) == nil
+		expiry := tx.Bucket(xRuleExpiry) == nil
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -190,7 +192,12 @@ func Open(path string, o Options) (*Store, error) {
 			}
 		}
 		if settled {
-			return indexSettledDeliveries(tx)
+			if err := indexSettledDeliveries(tx); err != nil {
+				return err
+			}
+		}
+		if expiry {
+			return indexRuleExpiries(tx)
 		}
 		return nil
 	})

@@ -20,8 +20,9 @@ import (
 // live does for dynamostore's Retention, without TTL's delay. Runs that are
 // queued, running or awaiting approval are never deleted, however old.
 // A notification (a webhook, email or Slack delivery) is kept as long after
-// it settled, then deleted too. Broker records and rules are not a run's
-// and stay.
+// it settled, and a remembered decision (a rule) as long after it expired,
+// then each is deleted too, as on DynamoDB. Broker records are an end
+// user's, not a run's, and stay.
 //
 // Deleting is also what keeps a long-lived store's memory flat: bbolt's
 // freelist remembers every page a transaction allocated until that page is
@@ -67,10 +68,37 @@ func indexSettledDeliveries(tx *bolt.Tx) error {
 	})
 }
 
+// indexRuleExpiries fills idx-rule-expiry from the stored rules, for a
+// file written before it existed.
+func indexRuleExpiries(tx *bolt.Tx) error {
+	return scan(bucket(tx, bRules), nil, nil, false, func(_, v []byte) (bool, error) {
+		var r approvals.Rule
+		if err := decode(v, &r); err != nil {
+			return false, err
+		}
+		return true, mark(tx, xRuleExpiry, ruleExpiryKey(r))
+	})
+}
+
+// deleteRule deletes the rule under rules key k and its index entries.
+func deleteRule(tx *bolt.Tx, k []byte) error {
+	var r approvals.Rule
+	ok, err := get(tx, bRules, k, &r)
+	if err != nil || !ok {
+		return err
+	}
+	for _, e := range []indexEntry{{xRuleScopes, ruleScopeKey(r)}, {xRuleExpiry, ruleExpiryKey(r)}} {
+		if err := unmark(tx, e.bucket, e.key); err != nil {
+			return err
+		}
+	}
+	return bucket(tx, bRules).Delete(k)
+}
+
 // Purge deletes up to limit of what Options.Retention no longer keeps, in
 // one transaction, oldest first: runs that finished before now minus
 // Retention, then notifications (webhook, email and Slack deliveries)
-// settled before then. It returns how many it deleted: fewer than limit
+// settled before then, then rules that expired before then. It returns how many it deleted: fewer than limit
 // when nothing else is due. A run whose notifications are still in the
 // outbox waits until they went out; a pending delivery waits until it
 // settles. It deletes nothing when the store keeps everything.
@@ -84,7 +112,7 @@ func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error
 	// writes nothing and syncs nothing.
 	var found bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{xRunFinished, xDeliverySettled} {
+		for _, b := range [][]byte{xRunFinished, xDeliverySettled, xRuleExpiry} {
 			if k, _ := bucket(tx, b).Cursor().First(); isDue(k) {
 				found = true
 			}
@@ -101,29 +129,33 @@ func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		n = 0
 		notifying := func(id []byte) bool { return exists(tx, bOutbox, id) }
-		runs, err := dueKeys(tx, xRunFinished, isDue, limit, notifying)
-		if err != nil {
-			return err
+		// Each kind in turn, its due entries up to what limit leaves. The
+		// entry goes with what it names, and also when that is gone
+		// already, so that no entry is due for ever.
+		kinds := []struct {
+			index  []byte
+			skip   func(id []byte) bool
+			delete func(id []byte) error
+		}{
+			{xRunFinished, notifying, func(id []byte) error { return deleteRun(tx, string(id)) }},
+			{xDeliverySettled, nil, func(id []byte) error { return deleteDelivery(tx, string(id)) }},
+			{xRuleExpiry, nil, func(k []byte) error { return deleteRule(tx, k) }},
 		}
-		for _, k := range runs {
-			if err := deleteRun(tx, string(k[timeLen:])); err != nil {
+		for _, kind := range kinds {
+			keys, err := dueKeys(tx, kind.index, isDue, limit-n, kind.skip)
+			if err != nil {
 				return err
 			}
-			if err := unmark(tx, xRunFinished, k); err != nil {
-				return err
+			for _, k := range keys {
+				if err := kind.delete(k[timeLen:]); err != nil {
+					return err
+				}
+				if err := unmark(tx, kind.index, k); err != nil {
+					return err
+				}
 			}
+			n += len(keys)
 		}
-		deliveries, err := dueKeys(tx, xDeliverySettled, isDue, limit-len(runs), nil)
-		if err != nil {
-			return err
-		}
-		for _, k := range deliveries {
-			// deleteDelivery drops its settled entry too.
-			if err := deleteDelivery(tx, string(k[timeLen:])); err != nil {
-				return err
-			}
-		}
-		n = len(runs) + len(deliveries)
 		return nil
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"stead/approvals"
@@ -210,8 +211,8 @@ func TestPurgeInBatches(t *testing.T) {
 	}
 }
 
-// A file written before the finished-run and settled-delivery indexes gets
-// them on Open, so its old runs and notifications are purged like new ones.
+// A file written before the retention indexes gets them on Open, so its old
+// runs, notifications and rules are purged like new ones.
 func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -229,6 +230,14 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	if err := s.PutDeliveries(ctx, []store.Delivery{settled}); err != nil {
 		t.Fatal(err)
 	}
+	u := ulid.MustNew(ulid.Timestamp(t0), ulid.DefaultEntropy()).String()
+	oldRule := approvals.Rule{
+		ID: approvals.NewRuleID(u, "refunds", "refundOrder", "alice"), ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice",
+		ApprovalID: "apr_" + u, RunID: "run_" + u, Deployment: 1, PostureDigest: "posture-1", CreatedBy: "key_ana", CreatedAt: t0, ExpiresAt: t0.Add(time.Minute),
+	}
+	if err := s.CreateRule(ctx, oldRule); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +246,7 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{"idx-run-finished", "idx-delivery-settled"} {
+		for _, b := range []string{"idx-run-finished", "idx-delivery-settled", "idx-rule-expiry"} {
 			if err := tx.DeleteBucket([]byte(b)); err != nil {
 				return fmt.Errorf("delete bucket %s: %w", b, err)
 			}
@@ -251,8 +260,11 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = open(t, path, boltstore.Options{NoSync: true, Retention: time.Hour})
-	if n, err := s.Purge(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 2 {
-		t.Fatalf("purge after reopen: %d, %v; want 2 (run_before, wd_before)", n, err)
+	if n, err := s.Purge(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 3 {
+		t.Fatalf("purge after reopen: %d, %v; want 3 (run_before, wd_before, its rule)", n, err)
+	}
+	if _, err := s.GetRule(ctx, "p1", oldRule.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the old rule after the purge: %v", err)
 	}
 	if _, err := s.GetDelivery(ctx, "p1", "wd_before"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("wd_before after the purge: %v", err)
@@ -332,5 +344,49 @@ func TestPurgeSettledDeliveries(t *testing.T) {
 	}
 	if where := mentions(t, path, "wd_delivered"); len(where) > 0 {
 		t.Errorf("the purged delivery is still in the file: %v", where)
+	}
+}
+
+// TestPurgeExpiredRules: a remembered decision that expired more than
+// Retention ago is deleted, from its scope's list too; one that expired
+// since stays.
+func TestPurgeExpiredRules(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(lasts time.Duration) approvals.Rule {
+		u := ulid.MustNew(ulid.Timestamp(t0), ulid.DefaultEntropy()).String()
+		r := approvals.Rule{
+			ID: approvals.NewRuleID(u, "refunds", "refundOrder", "alice"), ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice",
+			ApprovalID: "apr_" + u, RunID: "run_" + u, Deployment: 1, PostureDigest: "posture-1",
+			CreatedBy: "key_ana", CreatedAt: t0, ExpiresAt: t0.Add(lasts),
+		}
+		if err := s.CreateRule(ctx, r); err != nil {
+			t.Fatalf("create rule: %v", err)
+		}
+		return r
+	}
+	old := rule(time.Minute)
+	recent := rule(2 * time.Hour)
+	n, err := s.Purge(ctx, t0.Add(90*time.Minute), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1 (the rule that expired 89 minutes ago)", n, err)
+	}
+	if _, err := s.GetRule(ctx, "p1", old.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the purged rule: %v, want ErrNotFound", err)
+	}
+	page, err := s.ListRules(ctx, store.RuleFilter{ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice", All: true})
+	if err != nil || len(page.Items) != 1 || page.Items[0].ID != recent.ID {
+		t.Fatalf("the scope's rules after the purge: %+v, %v; want only %s", page.Items, err, recent.ID)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if where := mentions(t, path, old.ID); len(where) > 0 {
+		t.Errorf("the purged rule is still in the file: %v", where)
 	}
 }

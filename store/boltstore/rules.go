@@ -15,11 +15,31 @@ import (
 // and id (ids sort by when rules were made, so a reverse scan is newest
 // first); idx-rule-scope holds, per project, agent, tool and end user, the
 // ids of that scope's rules, as the DynamoDB item collection of a scope
-// does.
+// does; idx-rule-expiry holds every rule by its expiry, for retention.go.
 var (
 	bRules      = []byte("rules")
 	xRuleScopes = []byte("idx-rule-scope")
+	xRuleExpiry = []byte("idx-rule-expiry")
 )
+
+// ruleExpiryKey is r's entry in idx-rule-expiry: its expiry, then its
+// rules key.
+func ruleExpiryKey(r approvals.Rule) []byte {
+	return append(timeKey(r.ExpiresAt), ruleKey(r.ProjectID, r.ID)...)
+}
+
+// ruleScopeKey is r's entry in idx-rule-scope.
+func ruleScopeKey(r approvals.Rule) []byte {
+	return append(ruleScopePrefix(r.ProjectID, r.Agent, r.Tool, r.EndUserID), r.ID...)
+}
+
+// markRule enters r into the rule indexes.
+func markRule(tx *bolt.Tx, r approvals.Rule) error {
+	if err := mark(tx, xRuleScopes, ruleScopeKey(r)); err != nil {
+		return err
+	}
+	return mark(tx, xRuleExpiry, ruleExpiryKey(r))
+}
 
 func ruleKey(projectID, id string) []byte { return key([]byte(id), projectID) }
 
@@ -41,7 +61,7 @@ func (s *Store) CreateRule(ctx context.Context, r approvals.Rule) error {
 		if err := put(tx, bRules, k, r); err != nil {
 			return err
 		}
-		return mark(tx, xRuleScopes, append(ruleScopePrefix(r.ProjectID, r.Agent, r.Tool, r.EndUserID), r.ID...))
+		return markRule(tx, r)
 	})
 	if err != nil {
 		return fmt.Errorf("create rule %s: %w", r.ID, interpretError(err))
