@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"stead/approvals"
 	"stead/store"
 	"stead/store/boltstore"
@@ -45,24 +43,7 @@ func TestByRunIndexesFilledOnOpen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{"idx-apr-run", "idx-apr-run-x"} {
-			if err := tx.DeleteBucket([]byte(b)); err != nil {
-				return fmt.Errorf("delete bucket %s: %w", b, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dropBuckets(t, path, "idx-apr-run", "idx-apr-run-x")
 
 	s = open(t, path, boltstore.Options{NoSync: true})
 	for _, o := range store.ApprovalOrders {

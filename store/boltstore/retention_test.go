@@ -67,11 +67,7 @@ func finishedRun(t *testing.T, s *boltstore.Store, id string, finished time.Time
 func TestPurgeFinishedRuns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "stead.db")
-	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := retaining(t)
 	old, oldApr := finishedRun(t, s, "run_old", t0.Add(time.Minute))
 	recent, _ := finishedRun(t, s, "run_recent", t0.Add(2*time.Hour))
 	waiting, err := s.CreateRun(ctx, store.Run{ID: "run_waiting", ProjectID: "p1", Status: store.RunAwaitingApproval, CreatedAt: t0}, nil)
@@ -143,14 +139,29 @@ func TestPurgeFinishedRuns(t *testing.T) {
 	if n, err := s.Purge(ctx, now, 10); err != nil || n != 0 {
 		t.Errorf("second purge: %d, %v; want 0", n, err)
 	}
+	wantGone(t, s, path, old.ID, oldApr.ID)
+	if where := mentions(t, path, recent.ID); len(where) == 0 {
+		t.Errorf("run_recent is in no bucket: the check above cannot fail")
+	}
+}
+
+// retaining opens a store in a fresh file that keeps what ended for an
+// hour, and returns it with the file's path.
+func retaining(t *testing.T) (*boltstore.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	return open(t, path, boltstore.Options{NoSync: true, Retention: time.Hour}), path
+}
+
+// wantGone closes s and fails if a bucket of its file at path still holds
+// one of ids.
+func wantGone(t *testing.T, s *boltstore.Store, path string, ids ...string) {
+	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if where := mentions(t, path, old.ID, oldApr.ID); len(where) > 0 {
-		t.Errorf("the purged run is still in the file: %v", where)
-	}
-	if where := mentions(t, path, recent.ID); len(where) == 0 {
-		t.Errorf("run_recent is in no bucket: the check above cannot fail")
+	if where := mentions(t, path, ids...); len(where) > 0 {
+		t.Errorf("purged, and still in the file: %v", where)
 	}
 }
 
@@ -230,35 +241,11 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 	if err := s.PutDeliveries(ctx, []store.Delivery{settled}); err != nil {
 		t.Fatal(err)
 	}
-	u := ulid.MustNew(ulid.Timestamp(t0), ulid.DefaultEntropy()).String()
-	oldRule := approvals.Rule{
-		ID: approvals.NewRuleID(u, "refunds", "refundOrder", "alice"), ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice",
-		ApprovalID: "apr_" + u, RunID: "run_" + u, Deployment: 1, PostureDigest: "posture-1", CreatedBy: "key_ana", CreatedAt: t0, ExpiresAt: t0.Add(time.Minute),
-	}
-	if err := s.CreateRule(ctx, oldRule); err != nil {
-		t.Fatal(err)
-	}
+	oldRule := expiringRule(t, s, time.Minute)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{"idx-run-finished", "idx-delivery-settled", "idx-rule-expiry"} {
-			if err := tx.DeleteBucket([]byte(b)); err != nil {
-				return fmt.Errorf("delete bucket %s: %w", b, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dropBuckets(t, path, "idx-run-finished", "idx-delivery-settled", "idx-rule-expiry")
 	s = open(t, path, boltstore.Options{NoSync: true, Retention: time.Hour})
 	if n, err := s.Purge(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 3 {
 		t.Fatalf("purge after reopen: %d, %v; want 3 (run_before, wd_before, its rule)", n, err)
@@ -284,11 +271,7 @@ func TestFinishedIndexFilledOnOpen(t *testing.T) {
 func TestPurgeSettledDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "stead.db")
-	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, path := retaining(t)
 	delivery := func(id string) store.Delivery {
 		return store.Delivery{ID: id, ProjectID: "p1", EndpointID: "we_1", Type: "run.succeeded", Body: json.RawMessage(`{}`),
 			Status: store.DeliveryPending, NextAt: t0, CreatedAt: t0, UpdatedAt: t0}
@@ -339,12 +322,7 @@ func TestPurgeSettledDeliveries(t *testing.T) {
 	if want := []string{"wd_again", "wd_pending", "wd_recent"}; !slices.Equal(listed, want) {
 		t.Errorf("the endpoint's log after the purge: %v, want %v", listed, want)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if where := mentions(t, path, "wd_delivered"); len(where) > 0 {
-		t.Errorf("the purged delivery is still in the file: %v", where)
-	}
+	wantGone(t, s, path, "wd_delivered")
 }
 
 // TestPurgeExpiredRules: a remembered decision that expired more than
@@ -353,25 +331,9 @@ func TestPurgeSettledDeliveries(t *testing.T) {
 func TestPurgeExpiredRules(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "stead.db")
-	s, err := boltstore.Open(path, boltstore.Options{NoSync: true, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rule := func(lasts time.Duration) approvals.Rule {
-		u := ulid.MustNew(ulid.Timestamp(t0), ulid.DefaultEntropy()).String()
-		r := approvals.Rule{
-			ID: approvals.NewRuleID(u, "refunds", "refundOrder", "alice"), ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice",
-			ApprovalID: "apr_" + u, RunID: "run_" + u, Deployment: 1, PostureDigest: "posture-1",
-			CreatedBy: "key_ana", CreatedAt: t0, ExpiresAt: t0.Add(lasts),
-		}
-		if err := s.CreateRule(ctx, r); err != nil {
-			t.Fatalf("create rule: %v", err)
-		}
-		return r
-	}
-	old := rule(time.Minute)
-	recent := rule(2 * time.Hour)
+	s, path := retaining(t)
+	old := expiringRule(t, s, time.Minute)
+	recent := expiringRule(t, s, 2*time.Hour)
 	n, err := s.Purge(ctx, t0.Add(90*time.Minute), 10)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v; want 1 (the rule that expired 89 minutes ago)", n, err)
@@ -383,10 +345,45 @@ func TestPurgeExpiredRules(t *testing.T) {
 	if err != nil || len(page.Items) != 1 || page.Items[0].ID != recent.ID {
 		t.Fatalf("the scope's rules after the purge: %+v, %v; want only %s", page.Items, err, recent.ID)
 	}
-	if err := s.Close(); err != nil {
+	wantGone(t, s, path, old.ID)
+}
+
+// expiringRule stores a rule of alice's refundOrder calls made at t0 and
+// lasting lasts.
+func expiringRule(t *testing.T, s *boltstore.Store, lasts time.Duration) approvals.Rule {
+	t.Helper()
+	u := ulid.MustNew(ulid.Timestamp(t0), ulid.DefaultEntropy()).String()
+	r := approvals.Rule{
+		ID: approvals.NewRuleID(u, "refunds", "refundOrder", "alice"), ProjectID: "p1", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice",
+		ApprovalID: "apr_" + u, RunID: "run_" + u, Deployment: 1, PostureDigest: "posture-1",
+		CreatedBy: "key_ana", CreatedAt: t0, ExpiresAt: t0.Add(lasts),
+	}
+	if err := s.CreateRule(t.Context(), r); err != nil {
+		t.Fatalf("create rule: %v", err)
+	}
+	return r
+}
+
+// dropBuckets deletes buckets from the closed file at path, as a file
+// written before they existed lacks them.
+func dropBuckets(t *testing.T, path string, names ...string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if where := mentions(t, path, old.ID); len(where) > 0 {
-		t.Errorf("the purged rule is still in the file: %v", where)
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range names {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return fmt.Errorf("delete bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
