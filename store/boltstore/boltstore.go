@@ -24,6 +24,9 @@
 //	revocations       <project> <endUser>                  CustomerRevocations
 //	rules             <project> <ruleID>                   approvals.Rule
 //	mcpkeys           <project> <mcpKeyID>                 MCPKey
+//	endpoints         <project> <endpointID>               Endpoint (webhooks.go)
+//	deliveries        <deliveryID>                         Delivery
+//	outbox            <runID>                              the run's events still to fan out
 //
 //	idx-apikey-hash   <hash>                               apikeys key
 //	idx-mcpkey-hash   <hash>                               mcpkeys key
@@ -40,6 +43,10 @@
 //	idx-apr-run-x     <run> <expiresAt> <id>               all approvals
 //	idx-revoked-until <until> <revocations key>            every revocation record
 //	idx-rule-scope    <project> <agent> <tool> <endUser> <ruleID>   every rule
+//	idx-rule-expiry   <expiresAt> <rules key>              every rule (retention.go)
+//	idx-delivery-endpoint <project> <endpoint> <createdAt> <id>     every delivery
+//	idx-delivery-due  <nextAt> <id>                        pending deliveries only
+//	idx-delivery-settled <updatedAt> <id>                  settled deliveries only (retention.go)
 //
 // A member's keys are found by scanning its project's keys (a project has a
 // handful): a key holds its member's id, not the other way round. A key
