@@ -125,6 +125,20 @@ func (v retentionValue) Set(s string) error {
 
 func (retentionValue) Type() string { return "days|duration" }
 
+// retentionPhrase says in the banner how long finished runs are kept.
+func retentionPhrase(d time.Duration) string {
+	switch day := 24 * time.Hour; {
+	case d <= 0:
+		return "finished runs kept for good"
+	case d == day:
+		return "finished runs kept 1 day"
+	case d%day == 0:
+		return fmt.Sprintf("finished runs kept %d days", d/day)
+	default:
+		return "finished runs kept " + d.String()
+	}
+}
+
 // projectFile is DATA/project.json: the local project.
 type projectFile struct {
 	ID        string    `json:"id"`
@@ -407,7 +421,8 @@ func sameJSON(a, b []byte) bool {
 // what to do next.
 func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string, wroteConfig bool) error {
 	if a.jsonFlag {
-		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "config": cfgPath, "configWritten": wroteConfig}
+		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "retention": retentionValue{&o.retention}.String(),
+			"config": cfgPath, "configWritten": wroteConfig}
 		if created {
 			v["ownerKey"] = key
 		}
@@ -419,7 +434,7 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 		return err
 	}
 	out := a.stdout()
-	fmt.Fprintf(out, "Stead is running at %s (data in %s)\n", baseURL, o.data)
+	fmt.Fprintf(out, "Stead is running at %s (data in %s, %s)\n", baseURL, o.data, retentionPhrase(o.retention))
 	fmt.Fprintln(out, egressLine(o.egress))
 	fmt.Fprintln(out, emailLine(o.smtp, baseURL))
 	if o.slack != nil {
