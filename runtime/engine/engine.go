@@ -126,7 +126,9 @@ var (
 // compiler of the runtime it wraps.
 type Invoker interface {
 	// Invoke runs one handler export of b, compiled by a Compiler this
-	// Invoker made. Errors are *jsvm.Error.
+	// Invoker made, for at most inv.Timeout from the call's start (a
+	// sandbox's wait for a free worker does not count; past inv.StartBy it
+	// gives up waiting with jsvm.CodeBusy). Errors are *jsvm.Error.
 	Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error)
 	// Compiler returns a new Compiler with o's limits whose bundles Invoke
 	// runs; the runtime sets o.Setup or o.ListExports itself.

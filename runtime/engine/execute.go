@@ -437,13 +437,13 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 	}
 	x.emit(names.started, s.ID, startData)
 
-	callCtx, cancel := context.WithTimeout(ctx, tool.Timeout)
-	defer cancel()
 	started := x.e.now()
 	if tool.MCP != nil {
+		callCtx, cancel := context.WithTimeout(ctx, tool.Timeout)
+		defer cancel()
 		return x.callMCP(ctx, callCtx, s, tool, inputJSON, key, names, started)
 	}
-	res, err := x.e.cfg.Invoker.Invoke(callCtx, x.dep.bundle, jsvm.Invocation{
+	inv := jsvm.Invocation{
 		Tenant:         x.run.ProjectID,
 		Export:         tool.Name,
 		Input:          inputJSON,
@@ -455,7 +455,27 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 		Broker:         &storeBroker{store: x.e.store, scope: store.BrokerScope{ProjectID: x.run.ProjectID, EndUserID: x.run.EndUserID}, now: x.e.now},
 		BrokerToken:    x.token,
 		Secrets:        x.secrets.list(),
-	})
+		Timeout:        tool.Timeout,
+	}
+	var (
+		res jsvm.Result
+		err error
+	)
+	for {
+		// The call's timeout starts once a sandbox worker is free for it.
+		// It may wait for one for as long as it could still finish within
+		// the lease this execution's last write took (with half the margin
+		// to spare; on the real clock, as the sandbox waits); then the
+		// lease is renewed before it waits on.
+		inv.StartBy = time.Now().Add(x.run.LeaseUntil.Sub(x.e.now()) - tool.Timeout - x.e.cfg.LeaseMargin/2)
+		res, err = x.e.cfg.Invoker.Invoke(ctx, x.dep.bundle, inv)
+		if je, ok := jsvm.AsError(err); !ok || je.Code != jsvm.CodeBusy || ctx.Err() != nil {
+			break
+		}
+		if err := x.commit(ctx, x.run, nil, nil); err != nil {
+			return handlerCall{}, err
+		}
+	}
 	if ctx.Err() != nil {
 		// Cancelled, or the worker is shutting down: leave the run to whoever
 		// holds it next.

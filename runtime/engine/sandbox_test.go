@@ -138,3 +138,71 @@ func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 		t.Errorf("attempts %d, want 3", r.Attempts)
 	}
 }
+
+const nappingHandlers = `export async function nap() { await new Promise(r => setTimeout(r, 300)); return { ok: true }; }`
+
+const nappingConfig = `{
+  "agents": {
+    "napper": {
+      "tools": { "nap": { "effect": "read", "timeoutMs": 800 } },
+      "steps": [ { "id": "one", "tool": "nap", "input": {} } ]
+    }
+  }
+}`
+
+// Runs whose handler calls queue behind the project's only sandbox worker
+// for longer than their timeoutMs do not time out: a call's timeout starts
+// once a worker is free for it. While a call waits, its execution renews
+// the run's lease (a write with no step in it), so that the wait never
+// outlasts the claim and the run is never taken for lost.
+func TestCallsWaitingForAWorkerDoNotTimeOut(t *testing.T) {
+	t.Parallel()
+	pool, err := sandbox.New(sandbox.Options{MaxWorkers: 1, MaxPerTenant: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	log := &commitLog{}
+	h := setup(t, func(o *options) {
+		o.wrap = func(s store.Store) store.Store { log.Store = s; return log }
+		o.invoker = func(engine.Invoker) engine.Invoker { return pool }
+	})
+	h.cfg.LeaseMargin = 200 * time.Millisecond // a call may wait 100 ms, then the lease is renewed
+	h.restart()
+	h.deploy(h.owner, nappingHandlers, nappingConfig)
+	const runs = 5 // the last waits 4 × 300 ms for the worker, past its 800 ms timeout
+	for range runs {
+		if _, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "napper", EndUserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := h.queue.take()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			if err := h.eng.Execute(h.ctx, id); err != nil {
+				t.Errorf("execute %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(ids) != runs {
+		t.Fatalf("%d runs dispatched, want %d", len(ids), runs)
+	}
+	for _, id := range ids {
+		if r := h.run(id); r.Status != store.RunSucceeded {
+			t.Errorf("run %s: %s (%+v), want succeeded", id, r.Status, r.Error)
+		}
+	}
+	log.mu.Lock()
+	renewals := 0
+	for _, c := range log.commits {
+		if len(c.steps) == 0 && !c.approval {
+			renewals++
+		}
+	}
+	log.mu.Unlock()
+	if renewals == 0 {
+		t.Error("no lease renewal while calls waited for the worker")
+	}
+}

@@ -48,6 +48,9 @@ const (
 	// signal, a protocol violation). Not necessarily the call's own doing:
 	// such errors are Retryable.
 	CodeSandboxCrashed = "sandbox-crashed"
+	// CodeBusy: no sandbox worker was free for the call by
+	// Invocation.StartBy. The call did not start; it may be tried again.
+	CodeBusy = "sandbox-busy"
 )
 
 // NewError returns an *Error with code and message; for CodeTimeout and

@@ -141,9 +141,18 @@ export async function spinInToJSON() { return { toJSON() { for (;;) {} } }; }
 		}
 	}
 
-	// A deadline that passes before the watchdog's first look (2 ms).
+	// Invocation.Timeout bounds the call as a deadline would.
 	start := time.Now()
-	_, e := doCtx(t, ctxTimeout(t, time.Millisecond), r, b, Invocation{Export: "spin"})
+	_, err := r.Invoke(context.Background(), b, Invocation{Export: "spin", Timeout: 100 * time.Millisecond})
+	e, _ := AsError(err)
+	wantCode(t, e, CodeTimeout)
+	if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
+		t.Errorf("Timeout 100ms: timed out after %s", d)
+	}
+
+	// A deadline that passes before the watchdog's first look (2 ms).
+	start = time.Now()
+	_, e = doCtx(t, ctxTimeout(t, time.Millisecond), r, b, Invocation{Export: "spin"})
 	wantCode(t, e, CodeTimeout)
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("1ms deadline: timed out after %s", d)
@@ -151,7 +160,7 @@ export async function spinInToJSON() { return { toJSON() { for (;;) {} } }; }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	_, err := r.Invoke(ctx, b, Invocation{Export: "spin"})
+	_, err = r.Invoke(ctx, b, Invocation{Export: "spin"})
 	e, _ = AsError(err)
 	wantCode(t, e, CodeCancelled)
 	if !errors.Is(err, context.Canceled) {

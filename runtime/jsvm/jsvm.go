@@ -138,6 +138,15 @@ type Invocation struct {
 	BrokerToken string
 	// Secrets are more values to redact from the result, errors and logs.
 	Secrets []string
+	// Timeout, when set, is the call's time limit, counted from when it
+	// starts: in a sandbox, once a worker is free for it, however long it
+	// waited for one. Zero: ctx's deadline alone bounds the call.
+	Timeout time.Duration
+	// StartBy, when set, is the latest a sandboxed call may wait for a free
+	// worker: past it the call fails CodeBusy without having started, and
+	// may be tried again (the engine renews its run's lease first). Zero:
+	// it waits as long as ctx allows. A Runtime in process never waits.
+	StartBy time.Time
 	// OnUntrusted, when set, is called on the VM's goroutine with each new
 	// origin as markUntrusted records it (redacted), before the handler goes
 	// on: a sandbox worker reports a mark at once, so that it survives the
@@ -306,6 +315,11 @@ func (r *Runtime) Invoke(ctx context.Context, b *bundle.Bundle, inv Invocation) 
 	if len(inv.Input) > r.opts.MaxInputSize {
 		return res, &Error{Code: CodeInvalidInput, Message: fmt.Sprintf(
 			"input is %s, over the %s limit", bundle.FormatSize(int64(len(inv.Input))), bundle.FormatSize(int64(r.opts.MaxInputSize)))}
+	}
+	if inv.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
+		defer cancel()
 	}
 	if ctx.Err() != nil {
 		return res, contextError(ctx, start)

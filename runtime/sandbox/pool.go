@@ -36,8 +36,8 @@ type Options struct {
 	// MaxWorkers bounds the calls running at once, all tenants together;
 	// 2 × GOMAXPROCS + 2 when zero. MaxPerTenant bounds one tenant's share
 	// (half of MaxWorkers, at least 1), so one project's hostile handlers
-	// cannot hold every worker. A call waits for a free slot within its
-	// deadline.
+	// cannot hold every worker. A call waits for a free slot for as long
+	// as ctx and its StartBy allow; its Timeout starts once it has one.
 	MaxWorkers   int
 	MaxPerTenant int
 	// MaxIdlePerBundle and MaxIdle bound the warm workers kept per (tenant,
@@ -234,13 +234,24 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 		return res, jsvm.NewError(jsvm.CodeInvalidInput, fmt.Sprintf("input is %s, over the %s limit",
 			bundle.FormatSize(int64(len(inv.Input))), bundle.FormatSize(int64(p.opts.MaxInputSize))))
 	}
-	if err := p.acquireSlot(ctx, inv.Tenant); err != nil {
-		if ctx.Err() == nil {
+	if err := p.acquireSlot(ctx, inv.Tenant, inv.StartBy); err != nil {
+		switch {
+		case errors.Is(err, errNotBy):
+			return res, jsvm.NewError(jsvm.CodeBusy, fmt.Sprintf(
+				"no sandbox worker was free for %s: the project's calls hold all it may use", time.Since(start).Round(time.Millisecond)))
+		case ctx.Err() == nil:
 			return res, jsvm.NewError(jsvm.CodeCancelled, "the sandbox pool is closed")
 		}
 		return res, p.contextError(ctx, start, "while waiting for a free sandbox worker")
 	}
 	defer p.releaseSlot(inv.Tenant)
+	if inv.Timeout > 0 {
+		// The call's time starts now, the wait for a worker over.
+		start = time.Now()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
+		defer cancel()
+	}
 	key := poolKey(inv.Tenant, b.Digest)
 	pr, err := p.take(ctx, key, b)
 	if err != nil {
@@ -270,8 +281,13 @@ func (p *Pool) contextError(ctx context.Context, start time.Time, while string) 
 // poolKey names the warm workers of one tenant's bundle.
 func poolKey(tenant, digest string) string { return tenant + "\x00" + digest }
 
-// acquireSlot waits until the tenant may run one more call.
-func (p *Pool) acquireSlot(ctx context.Context, tenant string) error {
+// errNotBy: no slot was free by the call's StartBy.
+var errNotBy = errors.New("no free slot by the call's start-by time")
+
+// acquireSlot waits until the tenant may run one more call, or until by
+// (when set: errNotBy).
+func (p *Pool) acquireSlot(ctx context.Context, tenant string, by time.Time) error {
+	var late <-chan time.Time
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -286,10 +302,17 @@ func (p *Pool) acquireSlot(ctx context.Context, tenant string) error {
 		}
 		freed := p.freed
 		p.mu.Unlock()
+		if late == nil && !by.IsZero() {
+			t := time.NewTimer(time.Until(by))
+			defer t.Stop()
+			late = t.C
+		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-late:
+			return errNotBy
 		}
 	}
 }
@@ -515,7 +538,7 @@ func (p *Pool) Compiler(o bundle.Options) *bundle.Compiler {
 // worker, is a *bundle.Error (bundle.CodeEvaluation).
 func (p *Pool) ListExports(ctx context.Context, b *bundle.Bundle) ([]bundle.Export, error) {
 	const tenant = "\x00deploy"
-	if err := p.acquireSlot(ctx, tenant); err != nil {
+	if err := p.acquireSlot(ctx, tenant, time.Time{}); err != nil {
 		return nil, fmt.Errorf("list the exports of %s: %w", b.Name, err)
 	}
 	defer p.releaseSlot(tenant)

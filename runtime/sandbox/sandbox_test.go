@@ -281,6 +281,60 @@ func TestConcurrentCallsUseSeparateWorkers(t *testing.T) {
 	}
 }
 
+// A call's Timeout starts when a worker is free for it: a call that waits
+// behind the tenant's only worker longer than its own Timeout still runs
+// in full, and one that cannot start by its StartBy fails sandbox-busy at
+// once, without having run. With no Timeout, ctx's deadline bounds the
+// wait as well (timeout); a call past its Timeout times out.
+func TestTimeoutStartsWithTheWorker(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{MaxWorkers: 1, MaxPerTenant: 1})
+	b := load(t, `let runs = 0;
+export async function nap(input) { runs++; await new Promise(r => setTimeout(r, input.ms)); return runs; }`)
+	nap := func(ms int) jsvm.Invocation {
+		return jsvm.Invocation{Export: "nap", Input: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms)), Timeout: 600 * time.Millisecond}
+	}
+	holding := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		close(holding)
+		if _, e := invoke(t, p, b, 10*time.Second, nap(400)); e != nil {
+			t.Errorf("the first call: %v", e)
+		}
+	})
+	<-holding
+	time.Sleep(100 * time.Millisecond) // the first call holds the worker
+
+	start := time.Now()
+	busy := nap(0)
+	busy.StartBy = time.Now().Add(50 * time.Millisecond)
+	if _, e := invoke(t, p, b, 10*time.Second, busy); e == nil || e.Code != jsvm.CodeBusy {
+		t.Errorf("a call that cannot start by its StartBy: %v, want %s", e, jsvm.CodeBusy)
+	} else if d := time.Since(start); d > 250*time.Millisecond {
+		t.Errorf("sandbox-busy came after %s, want about 50 ms", d)
+	}
+	bounded := jsvm.Invocation{Export: "nap", Input: json.RawMessage(`{"ms":0}`)}
+	if _, e := invoke(t, p, b, 50*time.Millisecond, bounded); e == nil || e.Code != jsvm.CodeTimeout {
+		t.Errorf("a call without Timeout whose ctx ends while it waits: %v, want %s", e, jsvm.CodeTimeout)
+	}
+
+	start = time.Now()
+	res, e := invoke(t, p, b, 10*time.Second, nap(450))
+	if e != nil {
+		t.Fatalf("a call that waited for the worker, then ran within its Timeout: %v", e)
+	}
+	if d := time.Since(start); d < 600*time.Millisecond {
+		t.Errorf("the second call took %s: it should have waited for the first (some 250 ms) and then napped 450 ms, more than its 600 ms Timeout in all", d)
+	}
+	if string(res.Output) != "2" {
+		t.Errorf("runs = %s, want 2: the busy and the bounded calls must not have run", res.Output)
+	}
+	wg.Wait()
+	if _, e := invoke(t, p, b, 10*time.Second, nap(5000)); e == nil || e.Code != jsvm.CodeTimeout {
+		t.Errorf("a call longer than its Timeout: %v, want %s", e, jsvm.CodeTimeout)
+	}
+}
+
 // A compiler whose exports are listed by the sandbox never runs a bundle's
 // top level in this process: a top level that would kill a Go process
 // fails the load as a bundle error, and a good bundle lists the same
