@@ -12,6 +12,7 @@ import (
 	"stead/notify"
 	"stead/notify/notifytest"
 	"stead/runtime/egress"
+	"stead/store"
 )
 
 var (
@@ -108,6 +109,17 @@ func TestWebhooks(t *testing.T) {
 	}
 	if again := rc.Next().Signed(t, secret1, secret); again != failed {
 		t.Errorf("the retry came as %s, want %s", again, failed)
+	}
+	// Its result is recorded before the range below retries it again: the
+	// clock moved past its lease, so a retry would not wait for that send.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d, err := s.stack.Store.GetDelivery(context.Background(), s.project, failed)
+		if err == nil && d.Status == store.DeliveryDelivered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the retried delivery %s is not recorded delivered: %+v (%v)", failed, d, err)
+		}
 	}
 
 	// The log: newest first, each with its type, status, tries and last
