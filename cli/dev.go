@@ -80,7 +80,7 @@ wherever a name resolves; stead.json cannot change this.`,
 	f.DurationVar(&o.sweepInterval, "sweep-interval", 5*time.Second, "how often due approvals expire and stalled runs are dispatched again")
 	o.retention = defaultRetention
 	f.Var(retentionValue{&o.retention}, "retention", "how long a finished run (its trace, steps and approvals), a settled notification and an expired remembered decision are kept before the sweeper deletes them: days (90d) or a duration (12h); 0 keeps everything")
-	f.IntVar(&o.workers, "workers", 4, "how many runs execute at once (each handler call runs in its own sandbox process)")
+	f.IntVar(&o.workers, "workers", DefaultWorkers, "how many runs execute at once (their handler calls share the sandbox's workers: 2 × cores + 2, half of them per project)")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level on standard error: debug, info, warn, error")
 	f.BoolVar(&o.verbose, "verbose", false, "log every request and the server's steps (--log-level info)")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long runs in flight may take to finish on shutdown")
