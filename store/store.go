@@ -590,6 +590,10 @@ type Store interface {
 	// ListDeployments lists versions, newest first.
 	ListDeployments(ctx context.Context, projectID string, cursor string, limit int) (Page[Deployment], error)
 
+	// Every write below that returns a Run returns it as stored: what
+	// GetRun would read right after it (the engine hands it to the run's
+	// waiters instead of reading it back). The conformance suite checks it.
+	//
 	// CreateRun stores a new run (Version 1) with its first events. If the
 	// run's IdempotencyKey is already used in the project, it returns the
 	// existing run and ErrExists, writing nothing; ErrExists too if the id is

@@ -168,7 +168,7 @@ func (e *Engine) decide(ctx context.Context, actor approvals.Actor, p DecidePara
 // dispatches it when the decision queued it. A lost dispatch is recovered
 // by the sweeper after DispatchGrace.
 func (e *Engine) decided(ctx context.Context, run store.Run) {
-	e.watch.notify(run.ID)
+	e.watch.publish(run)
 	if run.Status == store.RunQueued {
 		_ = e.cfg.Dispatch.Dispatch(ctx, run.ID)
 	}

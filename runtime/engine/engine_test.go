@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -584,6 +585,58 @@ func TestWaitRunningOutAnswersWithTheRun(t *testing.T) {
 		if err != nil || got.ID != r.ID || got.Status != store.RunAwaitingApproval {
 			t.Errorf("wait %v: %s %s, %v", d, got.ID, got.Status, err)
 		}
+	}
+}
+
+// countingReads counts GetRun calls.
+type countingReads struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (c *countingReads) GetRun(ctx context.Context, id string) (store.Run, error) {
+	c.n.Add(1)
+	return c.Store.GetRun(ctx, id)
+}
+
+// A waiter reads a run from the store once: every later state a write in
+// this process stored reaches it as that write returned it — the run as
+// stored, the same JSON the store gives back.
+func TestWaitersReadTheRunOnce(t *testing.T) {
+	t.Parallel()
+	reads := &countingReads{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { reads.Store = s; return reads } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		run store.Run
+		err error
+	}
+	got := make(chan answer, 1)
+	before := reads.n.Load()
+	go func() {
+		run, err := h.eng.WaitFor(h.ctx, h.dev, r.ID, func(r store.Run) bool { return r.Status.Terminal() })
+		got <- answer{run, err}
+	}()
+	for reads.n.Load() == before { // the waiter's first read
+		time.Sleep(time.Millisecond)
+	}
+	h.drain() // the execution reads the run once, claims it and commits its steps
+	a := <-got
+	if a.err != nil || a.run.Status != store.RunSucceeded {
+		t.Fatalf("waited: %s, %v", a.run.Status, a.err)
+	}
+	if n := reads.n.Load() - before; n != 2 {
+		t.Errorf("%d reads of the run while it was waited for, want 2 (the waiter's first, the execution's)", n)
+	}
+	want, err := json.Marshal(h.run(r.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have, _ := json.Marshal(a.run); string(have) != string(want) {
+		t.Errorf("the waiter's run differs from the stored one:\n got  %s\n want %s", have, want)
 	}
 }
 

@@ -96,7 +96,7 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", runID, err)
 	}
-	e.watch.notify(runID)
+	e.watch.publish(r)
 
 	// A claim that retries (the last worker stopped mid-step) holds no
 	// steps: each is recorded as it completes, so the attempts counted
@@ -155,13 +155,16 @@ func (e *Engine) failUnrunnable(ctx context.Context, r store.Run, cause error) e
 	next.Error = &store.RunError{Code: CodeInternal, Message: msg}
 	next.FinishedAt, next.UpdatedAt = now, now
 	next.LeaseOwner, next.LeaseUntil = "", zeroTime
-	_, err := e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{
+	failed, err := e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{
 		event("run.failed", now, "", map[string]any{"code": CodeInternal, "message": msg}),
 	}})
-	if err != nil && !errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, store.ErrConflict) {
+		return nil // the run moved on meanwhile
+	}
+	if err != nil {
 		return fmt.Errorf("fail run %s: %w", r.ID, err)
 	}
-	e.watch.notify(r.ID)
+	e.watch.publish(failed)
 	return nil
 }
 
@@ -849,6 +852,6 @@ func (x *execution) commit(ctx context.Context, next store.Run, step *store.Step
 	}
 	x.run = r
 	x.pending = nil
-	x.e.watch.notify(r.ID)
+	x.e.watch.publish(r)
 	return nil
 }

@@ -90,7 +90,7 @@ func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Ru
 	if err != nil {
 		return store.Run{}, false, fmt.Errorf("create run: %w", err)
 	}
-	e.watch.notify(created.ID)
+	e.watch.publish(created)
 	// A lost dispatch is not an error: the run is stored, and the sweeper
 	// dispatches it after DispatchGrace.
 	_ = e.cfg.Dispatch.Dispatch(ctx, created.ID)
@@ -227,7 +227,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 				},
 			})
 			if err == nil {
-				e.watch.notify(runID)
+				e.watch.publish(r2)
 				return r2, nil
 			}
 			if !isRace(err) {
@@ -241,7 +241,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 			next.FinishedAt, next.UpdatedAt = now, now
 			r2, err := e.store.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{cancelled}})
 			if err == nil {
-				e.watch.notify(runID)
+				e.watch.publish(r2)
 				e.stopLocal(runID)
 				return r2, nil
 			}

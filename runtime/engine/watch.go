@@ -37,14 +37,21 @@ func decode(raw json.RawMessage) (any, error) {
 	return v, nil
 }
 
-// hub wakes goroutines waiting for a run to change in this process. Writes
-// by other processes are seen by polling.
+// hub wakes goroutines waiting for a run to change in this process, and
+// hands them the run as the write that changed it stored it (each write
+// returns the run as stored, the store's contract), so that a waiter reads
+// nothing back. Writes by other processes are seen by polling.
 type hub struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
+	// latest is the newest run a write in this process stored, kept while
+	// someone waits for that run.
+	latest map[string]store.Run
 }
 
-func newHub() *hub { return &hub{waiters: map[string][]chan struct{}{}} }
+func newHub() *hub {
+	return &hub{waiters: map[string][]chan struct{}{}, latest: map[string]store.Run{}}
+}
 
 func (h *hub) subscribe(runID string) chan struct{} {
 	ch := make(chan struct{}, 1)
@@ -66,20 +73,38 @@ func (h *hub) unsubscribe(runID string, ch chan struct{}) {
 	}
 	if len(list) == 0 {
 		delete(h.waiters, runID)
+		delete(h.latest, runID)
 	} else {
 		h.waiters[runID] = list
 	}
 }
 
-func (h *hub) notify(runID string) {
+// publish tells the run's waiters that a write stored r.
+func (h *hub) publish(r store.Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ch := range h.waiters[runID] {
+	list := h.waiters[r.ID]
+	if len(list) == 0 {
+		return
+	}
+	if cur, ok := h.latest[r.ID]; !ok || r.Version > cur.Version {
+		h.latest[r.ID] = r
+	}
+	for _, ch := range list {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// newer returns the run as the newest write in this process stored it, if
+// that is newer than version.
+func (h *hub) newer(runID string, version int64) (store.Run, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.latest[runID]
+	return r, ok && r.Version > version
 }
 
 // WaitRun blocks until the run's Version exceeds afterVersion (or ctx ends)
@@ -88,36 +113,40 @@ func (h *hub) notify(runID string) {
 // interval. When ctx ends, WaitRun answers with the run as it last read it:
 // a wait running out is not an error.
 func (e *Engine) WaitRun(ctx context.Context, actor approvals.Actor, runID string, afterVersion int64) (store.Run, error) {
-	return e.waitRun(ctx, actor, runID, afterVersion, nil)
-}
-
-// waitRun is WaitRun with the run as the caller last read it, if any.
-func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID string, afterVersion int64, last *store.Run) (store.Run, error) {
 	ch := e.watch.subscribe(runID)
 	defer e.watch.unsubscribe(runID, ch)
+	return e.waitRun(ctx, actor, runID, ch, afterVersion, nil)
+}
+
+// waitRun is WaitRun on the subscription ch. last is the run as the caller
+// read it under ch, if it did: then every write since has signalled ch, and
+// waitRun waits before it reads.
+func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID string, ch <-chan struct{}, afterVersion int64, last *store.Run) (store.Run, error) {
 	t := time.NewTicker(e.cfg.PollInterval)
 	defer t.Stop()
-	for {
+	for read := last == nil; ; read = true {
 		if last != nil && ctx.Err() != nil {
 			return *last, nil
 		}
-		readCtx := ctx
-		if last == nil {
-			// The first read happens even if the wait is already over, so
-			// that there is always a run to answer with.
-			readCtx = context.WithoutCancel(ctx)
-		}
-		r, err := e.GetRun(readCtx, actor, runID)
-		if err != nil {
-			if last != nil && ctx.Err() != nil {
-				return *last, nil // the read lost the race with the deadline
+		if read {
+			readCtx := ctx
+			if last == nil {
+				// The first read happens even if the wait is already over,
+				// so that there is always a run to answer with.
+				readCtx = context.WithoutCancel(ctx)
 			}
-			return r, err
+			r, err := e.readRun(readCtx, actor, runID, afterVersion)
+			if err != nil {
+				if last != nil && ctx.Err() != nil {
+					return *last, nil // the read lost the race with the deadline
+				}
+				return r, err
+			}
+			if r.Version > afterVersion {
+				return r, nil
+			}
+			last = &r
 		}
-		if r.Version > afterVersion {
-			return r, nil
-		}
-		last = &r
 		select {
 		case <-ctx.Done():
 		case <-ch:
@@ -126,15 +155,29 @@ func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID strin
 	}
 }
 
+// readRun is GetRun, answered from what a write in this process published
+// when that is newer than afterVersion.
+func (e *Engine) readRun(ctx context.Context, actor approvals.Actor, runID string, afterVersion int64) (store.Run, error) {
+	if r, ok := e.watch.newer(runID, afterVersion); ok {
+		if visible, err := e.canSee(ctx, actor, r); err == nil && visible {
+			return r, nil
+		}
+	}
+	return e.GetRun(ctx, actor, runID)
+}
+
 // WaitFor blocks until done(run) is true or ctx ends, returning the run as it
-// last stood (also when ctx ended).
+// last stood (also when ctx ended). One subscription serves the whole wait,
+// so a run moved by writes in this process is read from the store once.
 func (e *Engine) WaitFor(ctx context.Context, actor approvals.Actor, runID string, done func(store.Run) bool) (store.Run, error) {
+	ch := e.watch.subscribe(runID)
+	defer e.watch.unsubscribe(runID, ch)
 	var (
 		version int64 = -1
 		last    *store.Run
 	)
 	for {
-		r, err := e.waitRun(ctx, actor, runID, version, last)
+		r, err := e.waitRun(ctx, actor, runID, ch, version, last)
 		if err != nil || done(r) || ctx.Err() != nil {
 			return r, err
 		}
