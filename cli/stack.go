@@ -115,7 +115,7 @@ type Stack struct {
 // bounds runs in progress — most of whose time goes to waiting on model
 // calls, the sandbox and the disk — not CPU. Sixteen keep enough writes in
 // flight for the store's group commit to share its fsyncs: with 4, a run
-// cost 1.6–2.1 ms of CPU on the 2-core CI machine, with 16 1.1–1.5 ms
+// cost 1.6–2.1 ms of CPU on the 2-core development machine, with 16 1.1–1.6 ms
 // (BenchmarkDevRunCPU).
 const DefaultWorkers = 16
 
