@@ -38,45 +38,35 @@ func finishedKey(r store.Run) []byte {
 	return timeID(at, r.ID)
 }
 
-// indexFinishedRuns fills idx-run-finished from the stored runs, for a file
-// written before it existed.
+// indexFinishedRuns, indexSettledDeliveries and indexRuleExpiries fill
+// idx-run-finished, idx-delivery-settled and idx-rule-expiry from the
+// stored records, for a file written before those indexes existed.
 func indexFinishedRuns(tx *bolt.Tx) error {
-	return scan(bucket(tx, bRuns), nil, nil, false, func(_, v []byte) (bool, error) {
-		var r store.Run
-		if err := decode(v, &r); err != nil {
-			return false, err
-		}
-		if !r.Status.Terminal() {
-			return true, nil
-		}
-		return true, mark(tx, xRunFinished, finishedKey(r))
-	})
+	return backfill(tx, bRuns, xRunFinished, func(r store.Run) ([]byte, bool) { return finishedKey(r), r.Status.Terminal() })
 }
 
-// indexSettledDeliveries fills idx-delivery-settled from the stored
-// deliveries, for a file written before it existed.
 func indexSettledDeliveries(tx *bolt.Tx) error {
-	return scan(bucket(tx, bDeliveries), nil, nil, false, func(_, v []byte) (bool, error) {
-		var d store.Delivery
-		if err := decode(v, &d); err != nil {
-			return false, err
-		}
-		if d.Status == store.DeliveryPending {
-			return true, nil
-		}
-		return true, mark(tx, xDeliverySettled, settledKey(d))
+	return backfill(tx, bDeliveries, xDeliverySettled, func(d store.Delivery) ([]byte, bool) {
+		return settledKey(d), d.Status != store.DeliveryPending
 	})
 }
 
-// indexRuleExpiries fills idx-rule-expiry from the stored rules, for a
-// file written before it existed.
 func indexRuleExpiries(tx *bolt.Tx) error {
-	return scan(bucket(tx, bRules), nil, nil, false, func(_, v []byte) (bool, error) {
-		var r approvals.Rule
-		if err := decode(v, &r); err != nil {
+	return backfill(tx, bRules, xRuleExpiry, func(r approvals.Rule) ([]byte, bool) { return ruleExpiryKey(r), true })
+}
+
+// backfill marks in index the key of each record of bucket that key says
+// has one.
+func backfill[T any](tx *bolt.Tx, bucketName, index []byte, key func(T) ([]byte, bool)) error {
+	return scan(bucket(tx, bucketName), nil, nil, false, func(_, v []byte) (bool, error) {
+		var rec T
+		if err := decode(v, &rec); err != nil {
 			return false, err
 		}
-		return true, mark(tx, xRuleExpiry, ruleExpiryKey(r))
+		if k, ok := key(rec); ok {
+			return true, mark(tx, index, k)
+		}
+		return true, nil
 	})
 }
 
