@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,8 +37,9 @@ func printValue(w io.Writer, v any) error {
 }
 
 // table writes aligned columns. On a terminal (a *termOut writer) it
-// fits the terminal's width — the widest column is cut, with "…", until the
-// rows fit — and colours a STATUS column.
+// fits the terminal's width — only the free-text columns (freeText) are
+// cut, with "…", and never inside an ID; a row that still does not fit runs
+// past the edge — and colours a STATUS column.
 type table struct {
 	w    io.Writer
 	rows [][]string
@@ -45,6 +47,16 @@ type table struct {
 
 // columnGap is the space between columns.
 const columnGap = 2
+
+// freeText names the columns a terminal's width may cut: prose, not what
+// people copy into a command. IDs, names, statuses and times are never cut.
+var freeText = map[string]bool{
+	"REASON": true, "DETAIL": true, "SUMMARY": true, "VALUE": true,
+	"LAST ATTEMPT": true, "STEPS": true, "MADE BY": true,
+}
+
+// minCut is the narrowest a free-text column is cut to.
+const minCut = 8
 
 func newTable(w io.Writer, header ...string) *table {
 	t := &table{w: w}
@@ -71,8 +83,8 @@ func (t *table) flush() error {
 		}
 	}
 	term, _ := t.w.(*termOut)
-	if term != nil && term.width > 0 {
-		fit(widths, term.width)
+	if term != nil && term.width > 0 && len(t.rows) > 0 {
+		fit(widths, t.rows[0], term.width)
 	}
 	status := -1
 	if len(t.rows) > 0 {
@@ -82,8 +94,8 @@ func (t *table) flush() error {
 	for n, r := range t.rows {
 		var line strings.Builder
 		for i, c := range r {
-			c = truncate(c, widths[i])
-			pad := widths[i] - utf8.RuneCountInString(c)
+			c = cut(c, widths[i])
+			pad := max(0, widths[i]-utf8.RuneCountInString(c))
 			if term != nil && term.colour && n > 0 && i == status {
 				c = statusColour(c)
 			}
@@ -100,28 +112,55 @@ func (t *table) flush() error {
 	return err
 }
 
-// fit narrows the widest columns until a row of widths fits in width; no
-// column goes below 8 characters (or its own width, if less).
-func fit(widths []int, width int) {
-	total := func() int {
-		n := columnGap * (len(widths) - 1)
-		for _, w := range widths {
-			n += w
-		}
-		return n
+// fit narrows the free-text columns of header (freeText), the widest
+// first, until a row of widths fits in width. None goes below minCut
+// characters or its header's width (or its own width, if less); when the
+// row still does not fit, it is left to run past the edge.
+func fit(widths []int, header []string, width int) {
+	total := columnGap * (len(widths) - 1)
+	for _, w := range widths {
+		total += w
 	}
-	for total() > width {
-		widest := 0
+	floor := make([]int, len(widths))
+	for i := range widths {
+		floor[i] = widths[i]
+		if i < len(header) && freeText[strings.TrimSpace(header[i])] {
+			floor[i] = min(widths[i], max(minCut, utf8.RuneCountInString(header[i])))
+		}
+	}
+	for total > width {
+		widest := -1
 		for i, w := range widths {
-			if w > widths[widest] {
+			if w > floor[i] && (widest < 0 || w > widths[widest]) {
 				widest = i
 			}
 		}
-		if widths[widest] <= 8 {
+		if widest < 0 {
 			return
 		}
-		widths[widest] = max(8, widths[widest]-(total()-width))
+		next := max(floor[widest], widths[widest]-(total-width))
+		total -= widths[widest] - next
+		widths[widest] = next
 	}
+}
+
+// anID matches the IDs people copy out of a table: run_01J…, apr_01J…,
+// key_01J….
+var anID = regexp.MustCompile(`\b[a-z]{2,4}_[0-9A-Za-z]{8,}`)
+
+// cut is truncate that never cuts an ID: when the cut would fall inside
+// one, the ID is kept whole and the cut comes after it.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	for _, loc := range anID.FindAllStringIndex(s, -1) {
+		start, end := utf8.RuneCountInString(s[:loc[0]]), utf8.RuneCountInString(s[:loc[1]])
+		if start < n-1 && end > n-1 {
+			n = end + 1
+		}
+	}
+	return truncate(s, n)
 }
 
 // statusColour colours a run or approval status for a terminal.
