@@ -187,9 +187,15 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if err := checkAddr(o.addr); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
+	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("listen on %s: %w; is another `stead dev` running? pick another address with --addr", o.addr, err)
+	}
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w; pick another address with --addr (HOST:PORT, e.g. 127.0.0.1:8720)", o.addr, err)
 	}
 	defer ln.Close()
 	baseURL := "http://" + dialable(ln.Addr().String())
@@ -226,15 +232,16 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 		return err
 	}
 
+	var kept *store.Deployment
 	if o.example {
-		if err := deployExample(ctx, st, proj.ID, log); err != nil {
+		if kept, err = deployExample(ctx, st, proj.ID, log); err != nil {
 			return fmt.Errorf("set up the example: %w", err)
 		}
 	}
 	st.StartSweeper(o.sweepInterval)
 	st.StartNotifier()
 
-	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath, wrote); err != nil {
+	if err := a.printDevStarted(baseURL, o, proj, key, created, cfgPath, wrote, kept); err != nil {
 		return err
 	}
 
@@ -281,6 +288,18 @@ func (a *app) dev(ctx context.Context, o devOptions) error {
 	log.Info("stopped")
 	if !a.jsonFlag {
 		fmt.Fprintln(a.stdout(), "stopped.")
+	}
+	return nil
+}
+
+// checkAddr refuses a --addr that is not HOST:PORT with a port number.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if _, perr := strconv.ParseUint(port, 10, 16); err == nil && perr != nil {
+		err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if err != nil {
+		return usagef("--addr must be HOST:PORT, e.g. 127.0.0.1:8720 (got %q: %v)", addr, err)
 	}
 	return nil
 }
@@ -341,29 +360,41 @@ func ensureProject(ctx context.Context, st store.Store, dir string, now func() t
 	return p, key, true, nil
 }
 
-// deployExample deploys examples/refunds unless the latest deployment is
-// already it, and seeds the demo orders that are missing.
-func deployExample(ctx context.Context, st *Stack, projectID string, log *slog.Logger) error {
-	actor := approvals.Actor{ProjectID: projectID, Role: approvals.RoleOwner, ID: "stead-dev-example"}
+// exampleActor is who `stead dev --example` deploys as.
+const exampleActor = "stead-dev-example"
+
+// deployExample deploys examples/refunds when the project has no
+// deployment yet, or when its latest deployment is an earlier version of
+// the example (the code's example changed); a deployment of the project's
+// own is left in place and returned as kept. It seeds the demo orders that
+// are missing either way.
+func deployExample(ctx context.Context, st *Stack, projectID string, log *slog.Logger) (kept *store.Deployment, err error) {
+	actor := approvals.Actor{ProjectID: projectID, Role: approvals.RoleOwner, ID: exampleActor}
 	src, err := packExample(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	latest, err := st.Store.LatestDeployment(ctx, projectID)
-	same := err == nil && latest.Digest == bundle.Digest(src) && sameJSON(latest.Config, refunds.Config)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("latest deployment: %w", err)
+	deploy := errors.Is(err, store.ErrNotFound)
+	switch {
+	case deploy:
+	case err != nil:
+		return nil, fmt.Errorf("latest deployment: %w", err)
+	case latest.CreatedBy != exampleActor:
+		kept = &latest
+	default: // deploy the example again when the code's example changed
+		deploy = latest.Digest != bundle.Digest(src) || !sameJSON(latest.Config, refunds.Config)
 	}
-	if !same {
+	if deploy {
 		d, err := st.Engine.Deploy(ctx, actor, engine.DeployParams{Bundle: src, Config: refunds.Config})
 		if err != nil {
-			return fmt.Errorf("deploy: %w", err)
+			return nil, fmt.Errorf("deploy: %w", err)
 		}
 		log.Info("deployed the example", "version", d.Version, "agents", strings.Join(d.Agents, ","))
 	}
 	seed, err := refunds.DemoSeed()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	scope := store.BrokerScope{ProjectID: projectID, EndUserID: seed.EndUserID}
 	added := 0
@@ -374,13 +405,13 @@ func deployExample(ctx context.Context, st *Stack, projectID string, log *slog.L
 				continue
 			}
 			if !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("read demo record %s/%s: %w", coll, key, err)
+				return nil, fmt.Errorf("read demo record %s/%s: %w", coll, key, err)
 			}
 			if err := st.Store.PutBrokerRecord(ctx, store.BrokerRecord{
 				ProjectID: projectID, EndUserID: seed.EndUserID, Collection: coll, Key: key,
 				Value: val, UpdatedAt: time.Now().UTC(),
 			}); err != nil {
-				return fmt.Errorf("seed demo record %s/%s: %w", coll, key, err)
+				return nil, fmt.Errorf("seed demo record %s/%s: %w", coll, key, err)
 			}
 			added++
 		}
@@ -388,7 +419,7 @@ func deployExample(ctx context.Context, st *Stack, projectID string, log *slog.L
 	if added > 0 {
 		log.Info("seeded demo data", "endUser", seed.EndUserID, "records", added)
 	}
-	return nil
+	return kept, nil
 }
 
 // packExample bundles the example's embedded handlers.js as `stead deploy`
@@ -418,13 +449,17 @@ func sameJSON(a, b []byte) bool {
 }
 
 // printDevStarted tells where Stead runs, the owner key on first start, and
-// what to do next.
-func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string, wroteConfig bool) error {
+// what to do next. kept is the project's own deployment that --example
+// left in place, if any.
+func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, key string, created bool, cfgPath string, wroteConfig bool, kept *store.Deployment) error {
 	if a.jsonFlag {
 		v := map[string]any{"url": baseURL, "projectId": proj.ID, "created": created, "data": o.data, "retention": retentionValue{&o.retention}.String(),
 			"config": cfgPath, "configWritten": wroteConfig}
 		if created {
 			v["ownerKey"] = key
+		}
+		if kept != nil {
+			v["keptDeployment"] = kept.Version
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -457,7 +492,12 @@ func (a *app) printDevStarted(baseURL string, o devOptions, proj projectFile, ke
 			"To use this server: export STEAD_URL=%s STEAD_KEY=$(cat %s)\n",
 			a.tilde(cfgPath), baseURL, filepath.Join(o.data, ownerKeyFileName))
 	}
-	if o.example {
+	if kept != nil {
+		fmt.Fprintf(out, "Deployment %d (by %s) is your own, so --example left it in place; `stead deploy examples/refunds --yes` (from the repository) brings the example back.\n",
+			kept.Version, kept.CreatedBy)
+	}
+	switch {
+	case o.example && kept == nil:
 		fmt.Fprint(out, `
 Next steps, in another terminal:
     stead run refunds --input '{"orderId":"o-1001","reason":"damaged"}' --end-user demo-user --wait
@@ -465,7 +505,13 @@ Next steps, in another terminal:
     stead approve ID        (or: stead deny ID --note "why")
     stead trace RUN
 `)
-	} else {
+	case o.example:
+		fmt.Fprint(out, `
+Next steps, in another terminal:
+    stead agents            (what your deployment runs)
+    stead run AGENT --input JSON --end-user ID --wait
+`)
+	default:
 		fmt.Fprint(out, `
 Next steps, in another terminal:
     stead deploy DIR        (a folder with stead.json and your handlers)

@@ -146,11 +146,22 @@ func TestEndToEnd(t *testing.T) {
 	if r := e.must("runs"); !strings.Contains(r.stdout, firstRun) {
 		t.Errorf("runs after a restart: %s", r)
 	}
+	// --example leaves the project's own deployment (the 1s timeout) in
+	// place, and says so; deploying the example brings back its 15m.
+	if out := srv.out.String(); !strings.Contains(out, "Deployment 2 (by key_") || !strings.Contains(out, "is your own, so --example left it in place") {
+		t.Errorf("a restart with --example does not say it kept deployment 2:\n%s", out)
+	}
+	if v := jsonField(t, e.must("deployments", "--json").stdout, "deployments.0.version"); v != "2" {
+		t.Errorf("after a restart with --example the latest deployment is %s, want 2 (the project's own)", v)
+	}
+	if r := e.must("deploy", writeExample(t, nil)); !strings.Contains(r.stdout, "deployed version 3") {
+		t.Fatalf("deploy the example again: %s", r)
+	}
 
 	// An open event stream does not hold up shutdown: the server ends it
 	// after a short grace period instead of waiting out its shutdown
 	// timeout (10s).
-	streamRun, _ := refund("o-1003") // the restart deployed the example again: 15m timeout
+	streamRun, _ := refund("o-1003") // the example again: a 15m timeout
 	cfg, err := readConfig(e.config)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func openTestStack(t testing.TB, notifier bool, opts ...func(*StackConfig)) *tes
 		srv.Close()
 		t.Fatal(err)
 	}
-	if err := deployExample(ctx, st, proj.ID, st.log); err != nil { // and its demo orders
+	if _, err := deployExample(ctx, st, proj.ID, st.log); err != nil { // and its demo orders
 		_ = st.Close(ctx)
 		srv.Close()
 		t.Fatal(err)

@@ -519,7 +519,7 @@ func TestSlackOtherProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := deployExample(ctx, s.stack, proj.ID, s.stack.log); err != nil {
+	if _, err := deployExample(ctx, s.stack, proj.ID, s.stack.log); err != nil {
 		t.Fatal(err)
 	}
 	other := *s.testStack
