@@ -28,11 +28,18 @@ MAILPIT         := $(BIN)/mailpit
 
 .PHONY: help
 help: ## show this help
-	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+	@if [ -t 1 ]; then on=$$'\033[36m' off=$$'\033[0m'; else on= off=; fi; \
+	grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -v on="$$on" -v off="$$off" 'BEGIN{FS=":.*## "} \
+		{name[NR]=$$1; text[NR]=$$2; if (length($$1) > w) w = length($$1)} \
+		END{for (i = 1; i <= NR; i++) printf "  %s%-" w "s%s  %s\n", on, name[i], off, text[i]}'
+
+# DEV_FLAGS go to stead dev: make dev DEV_FLAGS="--addr 127.0.0.1:9000".
+DEV_FLAGS ?=
 
 .PHONY: dev
-dev: ## run Stead locally with the starter example (API, workers, sweeper on 127.0.0.1:8720)
-	$(GO) run ./cli/stead dev --example
+dev: ## build bin/stead and run Stead locally with the starter example (API, workers, sweeper on 127.0.0.1:8720; DEV_FLAGS="--addr …" for others)
+	$(GO) build -o $(BIN)/stead ./cli/stead
+	exec $(BIN)/stead dev --example $(DEV_FLAGS)
 
 .PHONY: test
 test: lint lint-template $(RIE) $(MAILPIT) webhook-oracle mcp-everything mcp-client npm-registry typescript ts-client test-browser ## run every test (what CI runs): make lint, cfn-lint, the browser tests, then go test (the Lambda end-to-end test included)
