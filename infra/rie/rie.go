@@ -228,7 +228,7 @@ func start(t testing.TB, bin string, fn Function) (*Instance, error) {
 	}, fn.Env...)
 	cmd.Dir = filepath.Dir(fn.Bootstrap)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
@@ -280,7 +280,7 @@ func (i *Instance) Stop() {
 	select {
 	case <-i.exited:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-i.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(i.cmd.Process)
 		<-i.exited
 	}
 }
