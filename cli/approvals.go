@@ -206,7 +206,13 @@ func (a *app) denyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deny ID [--note TEXT]",
 		Short: "Deny a pending approval; its run fails with approval-denied",
-		Args:  exactArgs("ID"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 { // stead deny apr_… "why": the reason goes in --note
+				return usagef("stead deny takes one ID (got %d arguments); give the reason with --note, e.g. stead deny %s --note %q",
+					len(args), args[0], strings.Join(args[1:], " "))
+			}
+			return exactArgs("ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.decide(cmd.Context(), args, false, o)
 		},
@@ -255,6 +261,7 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 	if approve {
 		verb = "approve"
 	}
+	ids = unique(ids) // stead approve A A decides A once
 	for _, id := range ids {
 		if strings.HasPrefix(id, "run_") {
 			return usagef("%s is a run id; approval ids start with apr_ (list them with stead approvals, or see the run's with stead trace %s)", id, id)
@@ -278,7 +285,11 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 			if a.jsonFlag {
 				jsonOut = append(jsonOut, ae.Body)
 			}
-			fmt.Fprintf(a.stderr(), "error: %s: %s\n", id, err)
+			if msg := err.Error(); strings.Contains(msg, id) {
+				fmt.Fprintf(a.stderr(), "error: %s\n", msg)
+			} else {
+				fmt.Fprintf(a.stderr(), "error: %s: %s\n", id, msg)
+			}
 			continue
 		}
 		if a.jsonFlag {
@@ -319,6 +330,16 @@ func (a *app) decide(ctx context.Context, ids []string, approve bool, o decideOp
 		return errReported
 	}
 	return nil
+}
+
+// unique is ids without repeats, in the order they came.
+func unique(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 }
 
 // votesShort is an approval's quorum in a table cell: "1/2 finance",
