@@ -139,7 +139,10 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 	}
 	st, err := boltstore.Open(filepath.Join(cfg.Dir, "stead.db"), boltstore.Options{NoSync: cfg.NoSync, Timeout: 2 * time.Second, Retention: cfg.Retention})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w (is another `stead dev` using this data folder?)", filepath.Join(cfg.Dir, "stead.db"), err)
+		if errors.Is(err, boltstore.ErrLocked) {
+			return nil, fmt.Errorf("%w: is another `stead dev` using the data folder %s? stop it, or give this one another folder with --data", err, cfg.Dir)
+		}
+		return nil, err
 	}
 	blobs, err := fsblob.Open(filepath.Join(cfg.Dir, "blobs"))
 	if err != nil {

@@ -170,7 +170,7 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: o.NoSync})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open store %s: %w (waited %s; is another stead running?)", path, ErrLocked, timeout)
+		return nil, fmt.Errorf("open store %s: %w (waited %s)", path, ErrLocked, timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
