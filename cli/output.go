@@ -144,9 +144,9 @@ func fit(widths []int, header []string, width int) {
 	}
 }
 
-// anID matches the IDs people copy out of a table: run_01J…, apr_01J…,
-// key_01J….
-var anID = regexp.MustCompile(`\b[a-z]{2,4}_[0-9A-Za-z]{8,}`)
+// anID matches the IDs people copy out of a table: run_01J…,
+// apr_01J…_EWF7TM4E, key_e2yp….
+var anID = regexp.MustCompile(`\b[a-z]{2,4}_[0-9A-Za-z]{8,}(_[0-9A-Za-z]+)*`)
 
 // cut is truncate that never cuts an ID: when the cut would fall inside
 // one, the ID is kept whole and the cut comes after it.

@@ -61,7 +61,7 @@ func TestTableFitsTheTerminal(t *testing.T) {
 func TestTableNeverCutsIDs(t *testing.T) {
 	t.Parallel()
 	const (
-		apr = "apr_01M8KTWTTKHNR177HZ387NBGF5"
+		apr = "apr_01M8KTWTTKHNR177HZ387NBGF5_EWF7TM4E"
 		run = "run_01M8KTWNF5HDGR3HRFH7PHZQXQ"
 		rul = "rul_01M8KTX2C4M7Q0D5W1S3E8R6TB"
 	)
@@ -83,9 +83,9 @@ func TestTableNeverCutsIDs(t *testing.T) {
 	// leave too little room, and the row runs past the edge.
 	header := []string{"ID", "AGENT", "TOOL", "RUN", "REQUESTED", "EXPIRES IN", "REASON"}
 	row := []string{apr, "refunds", "refundOrder", run, "3m ago", "12m", "Refund 129.00 EUR for order o-1001 (damaged) to the original card"}
-	for _, w := range []int{120, 80} {
+	for _, w := range []int{130, 80} {
 		lines := render(w, header, row)
-		if fits := width(lines[1]) <= w; fits != (w == 120) {
+		if fits := width(lines[1]) <= w; fits != (w == 130) {
 			t.Errorf("%d columns: a line of %d characters: %q", w, width(lines[1]), lines[1])
 		}
 		if !strings.HasPrefix(lines[1], apr+"  refunds  refundOrder  "+run+"  ") || !strings.HasSuffix(lines[1], "…") {
@@ -127,7 +127,8 @@ func TestCut(t *testing.T) {
 	}{
 		{"short", 8, "short"},
 		{"denied by owner: tracking shows it", 10, "denied by…"},
-		{"apr_01M8KTWTTKHNR177HZ387NBGF5 (refundOrder)", 10, "apr_01M8KTWTTKHNR177HZ387NBGF5…"},
+		{"apr_01M8KTWTTKHNR177HZ387NBGF5_EWF7TM4E (refundOrder)", 10, "apr_01M8KTWTTKHNR177HZ387NBGF5_EWF7TM4E…"},
+		{"see apr_01M8KTWTTKHNR177HZ387NBGF5_EWF7TM4E", 38, "see apr_01M8KTWTTKHNR177HZ387NBGF5_EWF7TM4E"},
 		{"cancelled by key_01M8KTWTTKHNR177HZ387NBGF5 at 12:03", 20, "cancelled by key_01M8KTWTTKHNR177HZ387NBGF5…"},
 		{"cancelled by key_01M8KTWTTKHNR177HZ387NBGF5 at 12:03", 13, "cancelled by…"},
 	} {
