@@ -144,8 +144,7 @@ func (a *app) deploy(ctx context.Context, dir string, yes bool) error {
 	}
 	w := a.stdout()
 	fmt.Fprintf(w, "deployed version %d\n", d.Version)
-	fmt.Fprintf(w, "  digest  sha256:%s\n", d.Digest)
-	fmt.Fprintf(w, "  bundle  %s (from %s)\n", bundle.FormatSize(d.BundleSize), filepath.ToSlash(entry))
+	fmt.Fprintf(w, "  bundle  %s (from %s), sha256:%s\n", bundle.FormatSize(d.BundleSize), filepath.ToSlash(entry), d.Digest)
 	fmt.Fprintf(w, "  agents  %s\n", strings.Join(d.Agents, ", "))
 	for _, p := range d.MCPTools {
 		change := p.Change
