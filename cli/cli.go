@@ -16,13 +16,16 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"stead/api"
+	"stead/store"
 )
 
 // Exit statuses.
@@ -77,22 +80,25 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // printed on env.Stderr.
 func Run(ctx context.Context, env Env, args []string) int {
 	env.defaults()
-	a := &app{env: env}
+	a := &app{env: env, args: args}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	return a.report(err)
+	return a.report(cmd, err)
 }
 
 // app holds the global flags and the environment of one invocation.
 type app struct {
 	env Env
+	// args are the arguments as given, for --json when the flags could
+	// not be parsed.
+	args []string
 
 	urlFlag  string
 	keyFlag  string
@@ -119,7 +125,7 @@ Then:                                   stead run refunds --input '{"orderId":"o
 	}
 	root.Version = Version()
 	root.SetVersionTemplate(versionLine() + "\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	root.SetFlagErrorFunc(a.flagError)
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.urlFlag, "url", "", "Stead API URL (env STEAD_URL; default from the config file, else "+DefaultURL+")")
 	pf.StringVar(&a.keyFlag, "key", "", "API key or customer token (env STEAD_KEY; default from the config file)")
@@ -168,8 +174,8 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 // errReported means the command already printed what went wrong; exit 1.
 var errReported = errors.New("reported")
 
-// report prints err and returns the exit status it stands for.
-func (a *app) report(err error) int {
+// report prints err, from cmd, and returns the exit status it stands for.
+func (a *app) report(cmd *cobra.Command, err error) int {
 	if errors.Is(err, errReported) {
 		return ExitError
 	}
@@ -200,11 +206,69 @@ func (a *app) report(err error) int {
 		}
 	}
 	if usage {
-		fmt.Fprintf(a.env.Stderr, "error: %s\nRun 'stead --help' for usage.\n", err)
+		help := "stead"
+		if cmd != nil {
+			help = cmd.CommandPath()
+		}
+		fmt.Fprintf(a.env.Stderr, "error: %s\nRun '%s --help' for usage.\n", err, help)
 		return ExitUsage
 	}
 	fmt.Fprintf(a.env.Stderr, "error: %s\n", err)
 	return ExitError
+}
+
+// flagError is a flag that could not be parsed: a usage error that says
+// what the flag takes. Parsing stopped there, so --json, if it comes
+// later, is read from the arguments as given.
+func (a *app) flagError(_ *cobra.Command, err error) error {
+	if jsonRequested(a.args) {
+		a.jsonFlag = true
+	}
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) {
+		return flagValueError(ive)
+	}
+	return usageErr(err)
+}
+
+// flagValueError says what a flag takes, instead of the Go parser's words
+// (`strconv.ParseInt: parsing "abc": invalid syntax`). A value of the
+// CLI's own (--retention, --ttl) says so in its error already.
+func flagValueError(e *pflag.InvalidValueError) error {
+	f, v, cause := e.GetFlag(), e.GetValue(), e.Unwrap()
+	var num *strconv.NumError
+	switch typ := f.Value.Type(); {
+	case f.Name == "limit":
+		if _, err := store.ParseLimit(v); err != nil {
+			return filterFlags(err)
+		}
+	case errors.As(cause, &num) && typ == "bool":
+		return usagef("--%s is true or false (got %q)", f.Name, v)
+	case errors.As(cause, &num):
+		return usagef("--%s must be a whole number (got %q)", f.Name, v)
+	case typ == "duration" && strings.HasPrefix(cause.Error(), "time: "):
+		return usagef("--%s must be a duration such as 30s, 5m or 2h (got %q)", f.Name, v)
+	}
+	return usagef("--%s: %w", f.Name, cause)
+}
+
+// jsonRequested says whether args ask for --json: the last --json or
+// --json=BOOL before "--".
+func jsonRequested(args []string) bool {
+	on := false
+	for _, arg := range args {
+		if arg == "--" {
+			break
+		}
+		if arg == "--json" {
+			on = true
+		} else if v, ok := strings.CutPrefix(arg, "--json="); ok {
+			if b, err := strconv.ParseBool(v); err == nil {
+				on = b
+			}
+		}
+	}
+	return on
 }
 
 // isCobraUsage recognises the usage errors cobra makes itself.

@@ -313,7 +313,7 @@ func TestExitCodes(t *testing.T) {
 		if !strings.Contains(r.stderr, c.want) {
 			t.Errorf("stead %s: stderr %q lacks %q", strings.Join(c.args, " "), r.stderr, c.want)
 		}
-		if c.code == 2 && !strings.Contains(r.stderr, "stead --help") {
+		if c.code == 2 && !strings.Contains(r.stderr, " --help' for usage.") {
 			t.Errorf("stead %s: a usage error should point at --help: %q", strings.Join(c.args, " "), r.stderr)
 		}
 	}

@@ -19,6 +19,6 @@ func ExampleRun() {
 	fmt.Println("exit status", code)
 	// Output:
 	// error: --end-user is required: the end user the run acts for, e.g. --end-user demo-user
-	// Run 'stead --help' for usage.
+	// Run 'stead run --help' for usage.
 	// exit status 2
 }

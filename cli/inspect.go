@@ -13,6 +13,7 @@ import (
 
 	"stead/api/wire"
 	"stead/runtime/bundle"
+	"stead/store"
 )
 
 // agents, deployments and broker: what is deployed, and the data handlers
@@ -74,6 +75,9 @@ func (a *app) deploymentsCommand() *cobra.Command {
 		Short: "List the project's deployments, newest first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := filterFlags(store.CheckLimit(limit)); err != nil {
+				return err
+			}
 			var list wire.DeploymentList
 			q := url.Values{"limit": {strconv.Itoa(limit)}}
 			if done, err := a.callOrPrint(cmd.Context(), request{method: http.MethodGet, path: "/v1/deployments", query: q}, &list); done || err != nil {
@@ -88,7 +92,7 @@ func (a *app) deploymentsCommand() *cobra.Command {
 			return t.flush()
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 20, "how many (1 to 500)")
+	cmd.Flags().IntVar(&limit, "limit", 20, fmt.Sprintf("how many deployments to list (at most %d)", store.MaxLimit))
 	return cmd
 }
 

@@ -104,7 +104,7 @@ never decide an approval. The token alone is printed on standard output.`,
 		Args: exactArgs("END_USER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl < time.Second || ttl > 24*time.Hour {
-				return usagef("--ttl must be from 1s to 24h (got %s)", ttl)
+				return usagef("--ttl must be from 1s to 24h (got %s)", ttlValue{&ttl})
 			}
 			c, err := a.client()
 			if err != nil {
@@ -126,9 +126,30 @@ never decide an approval. The token alone is printed on standard output.`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 24h)")
+	ttl = time.Hour
+	cmd.Flags().Var(ttlValue{&ttl}, "ttl", "how long the token is valid: a duration (30m, 12h) or days (1d), at most 24h")
 	return cmd
 }
+
+// ttlValue is token's --ttl: what --retention of stead dev takes (a
+// duration, or whole days), shown as people write it ("1h", not "1h0m0s").
+type ttlValue struct{ d *time.Duration }
+
+func (v ttlValue) String() string {
+	if d := *v.d; d > 0 && d%(24*time.Hour) == 0 {
+		return retentionValue(v).String() // "1d"
+	}
+	return humanDuration(v.d.String())
+}
+
+func (v ttlValue) Set(s string) error {
+	if err := retentionValue(v).Set(s); err != nil {
+		return fmt.Errorf("%q is not a duration (30m, 12h) or a number of days (1d); a token lasts from 1s to 24h", s)
+	}
+	return nil
+}
+
+func (ttlValue) Type() string { return "duration" }
 
 func (a *app) tokensCommand() *cobra.Command {
 	cmd := &cobra.Command{
