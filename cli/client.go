@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"stead/api/wire"
 	steadclient "stead/client"
 )
 
@@ -76,13 +78,61 @@ func (c *client) errorOf(status int, body []byte) *apiError {
 }
 
 // explain adds what the CLI knows to an error answer: where a refused key
-// came from.
+// came from, and every problem of an invalid request, one per line (the
+// API's message names the first).
 func (c *client) explain(err error) error {
 	var e *apiError
-	if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
-		e.Hint = fmt.Sprintf("the key comes from %s; check it, or run `stead login` (or `stead dev`) to write a new one", c.set.KeyFrom)
+	if !errors.As(err, &e) {
+		return err
+	}
+	if e.Status == http.StatusUnauthorized {
+		e.Hint = "the credential comes from " + c.set.KeyFrom
+		if strings.HasPrefix(c.set.Key, "stk_") {
+			// The API's advice after "; " guesses where an API key came
+			// from; the CLI knows.
+			e.Message, _, _ = strings.Cut(e.Message, "; ")
+			e.Hint = keyAdvice(c.set.KeyFrom)
+		}
+	}
+	if lines := fieldProblems(e); len(lines) > 1 {
+		e.Message = (&problemsError{headline: fmt.Sprintf("the request is not valid (%d problems)", len(lines)), lines: lines}).Error()
 	}
 	return err
+}
+
+// keyAdvice is what to do about a refused API key, for where it came
+// from: --key, $STEAD_KEY or the config file.
+func keyAdvice(from string) string {
+	if from == "--key" || from == "$"+EnvKey {
+		return "the key comes from " + from + "; check it, or ask an owner for one (`stead keys create`)"
+	}
+	return "the key comes from " + from + "; run `stead login` (or `stead dev`) to write a new one"
+}
+
+// fieldProblems renders an invalid request's details.fields as
+// "field: message" lines.
+func fieldProblems(e *apiError) []string {
+	raw, ok := e.Details["fields"]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var ps []wire.FieldProblem
+	if json.Unmarshal(b, &ps) != nil {
+		return nil
+	}
+	lines := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if p.Field == "" {
+			lines = append(lines, p.Message)
+		} else {
+			lines = append(lines, p.Field+": "+p.Message)
+		}
+	}
+	return lines
 }
 
 // path joins escaped segments: path("v1", "runs", id).
