@@ -195,19 +195,39 @@ func waitingLine(id, tool string) string {
 	return fmt.Sprintf("waiting for approval %s (%s): stead approve %s or stead deny %s", id, tool, id, id)
 }
 
-// runError is a run that failed or was cancelled: exit status 1.
-type runError struct{ run wire.Run }
+// runError is a run that failed or was cancelled: exit status 1. traced
+// says its trace was just printed (run --follow, trace --follow), so the
+// error does not send the user to `stead trace` for it.
+type runError struct {
+	run    wire.Run
+	traced bool
+}
 
+// Error is one line: "run R failed: approval-denied: refundOrder was denied
+// …", "run R cancelled by key_…" — the status said once.
 func (e *runError) Error() string {
-	if e.run.Error == nil {
-		return fmt.Sprintf("run %s %s; see `stead trace %s`", e.run.ID, e.run.Status, e.run.ID)
+	r := e.run
+	msg := "run " + r.ID + " " + r.Status
+	if re := r.Error; re != nil {
+		switch {
+		case re.Message == r.Status || re.Message == "":
+		case strings.HasPrefix(re.Message, r.Status+" "):
+			msg = "run " + r.ID + " " + re.Message
+		case re.Code == r.Status || re.Code == "":
+			msg += ": " + re.Message
+		default:
+			msg += ": " + re.Code + ": " + re.Message
+		}
 	}
-	return fmt.Sprintf("run %s %s: %s: %s; see `stead trace %s`", e.run.ID, e.run.Status, e.run.Error.Code, e.run.Error.Message, e.run.ID)
+	if !e.traced {
+		msg += "; see `stead trace " + r.ID + "`"
+	}
+	return msg
 }
 
 func runExit(run wire.Run) error {
 	if run.Status == statusFailed || run.Status == statusCancelled {
-		return &runError{run}
+		return &runError{run: run}
 	}
 	return nil
 }
@@ -264,12 +284,20 @@ func (a *app) follow(ctx context.Context, c *client, run wire.Run) error {
 	}
 }
 
+// followDone prints how a followed run ended; its trace is on the screen
+// already, so a failed run's error does not point at `stead trace`.
 func (a *app) followDone(run wire.Run, body []byte) error {
+	var err error
 	if a.jsonFlag {
 		fmt.Fprintf(a.stdout(), "%s\n", compact(body))
-		return runExit(run)
+		err = runExit(run)
+	} else {
+		err = a.printOutcome(run)
 	}
-	return a.printOutcome(run)
+	if re := (*runError)(nil); errors.As(err, &re) {
+		re.traced = true
+	}
+	return err
 }
 
 // streamState is how one event stream ended.
