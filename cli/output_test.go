@@ -10,7 +10,7 @@ import (
 
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
-// On a terminal a table fits its width (the widest column cut with "…")
+// On a terminal a table fits its width (its free-text DETAIL cut with "…")
 // and colours its STATUS column; elsewhere it is left whole and plain.
 func TestTableFitsTheTerminal(t *testing.T) {
 	fill := func(tb *table) {
@@ -43,7 +43,7 @@ func TestTableFitsTheTerminal(t *testing.T) {
 		t.Errorf("STATUS is not coloured (or the header is):\n%q", lines)
 	}
 	if !strings.HasSuffix(lines[1], "…") || !strings.Contains(lines[1], "run_01M8KTWTTKHNR177HZ387NBGF5") {
-		t.Errorf("the widest column was not the one cut: %q", lines[1])
+		t.Errorf("DETAIL was not the column cut: %q", lines[1])
 	}
 
 	out.Reset()
