@@ -207,6 +207,9 @@ func (a *app) denyCommand() *cobra.Command {
 		Use:   "deny ID [--note TEXT]",
 		Short: "Deny a pending approval; its run fails with approval-denied",
 		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 && slices.ContainsFunc(args[1:], func(a string) bool { return strings.HasPrefix(a, "apr_") }) {
+				return usagef("stead deny takes one ID (got %d arguments): deny each with its own stead deny ID --note TEXT", len(args))
+			}
 			if len(args) > 1 { // stead deny apr_… "why": the reason goes in --note
 				return usagef("stead deny takes one ID (got %d arguments); give the reason with --note, e.g. stead deny %s --note %q",
 					len(args), args[0], strings.Join(args[1:], " "))

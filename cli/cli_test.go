@@ -287,7 +287,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"run", "refunds", "--end-user", "u", "--wait", "--follow"}, 2, "not both"},
 		{[]string{"approve"}, 2, "needs at least one approval ID"},
 		{[]string{"approve", "apr_a", "apr_b", "--input", "{}"}, 2, "exactly one ID"},
-		{[]string{"deny", "apr_a", "apr_b"}, 2, "needs ID"},
+		{[]string{"deny", "apr_a", "apr_b"}, 2, "stead deny takes one ID (got 2 arguments): deny each with its own stead deny ID --note TEXT"},
 		{[]string{"approvals", "--status", "weird"}, 2, "--status must be"},
 		{[]string{"approvals", "--order", "oldest"}, 2, "--order must be"},
 		{[]string{"approvals", "--limit", "501"}, 2, "--limit must be from 1 to 500"},
@@ -490,7 +490,7 @@ func TestApproveSeveral(t *testing.T) {
 	if n := strings.Count(r.stdout, "approved apr_"); n != 2 {
 		t.Errorf("want two approved lines: %s", r)
 	}
-	if !strings.Contains(r.stderr, "apr_01NOPE0000000000000000000: approval apr_01NOPE0000000000000000000 not found") ||
+	if !strings.Contains(r.stderr, "error: approval apr_01NOPE0000000000000000000 not found\n") ||
 		!strings.Contains(r.stderr, "1 of 3 approvals could not be approved") {
 		t.Errorf("stderr: %q", r.stderr)
 	}
