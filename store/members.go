@@ -20,6 +20,12 @@ import (
 // are revoked in the same write, so that traces can still name them and
 // they can no longer authenticate or vote.
 //
+// No two current members of a project share a name or an email: a write
+// that would give a member one another has is refused (MemberTakenError),
+// in the write, so two at the same moment cannot both get it. Keys are
+// named freely, so a key written without a member (an older key's member,
+// below) may still share its name.
+//
 // # Older keys
 //
 // A key stored without MemberID (written before members existed) belongs
@@ -156,6 +162,58 @@ func (m Member) ValidateUpdate() error {
 	}
 	if m.UpdatedAt.IsZero() {
 		return fmt.Errorf("member %s: updatedAt is required", m.ID)
+	}
+	return nil
+}
+
+// MemberTakenError refuses a write (CreateMember, CreateMemberWithKey,
+// UpdateMember) that would give a member a name or an email another
+// current member of its project has: people name members by either (the
+// CLI resolves a NAME by exact name or email), so each must name one.
+// Names compare exactly, emails without regard to case; removed members
+// hold neither. It wraps ErrExists.
+type MemberTakenError struct {
+	// Field is what is taken: "name" or "email".
+	Field string
+	// Value is the name or email as the write gave it.
+	Value string
+	// Existing is the member that has it.
+	Existing Member
+}
+
+func (e *MemberTakenError) Error() string {
+	return fmt.Sprintf("member %s already has the %s %q", e.Existing.ID, e.Field, e.Value)
+}
+
+func (e *MemberTakenError) Unwrap() error { return ErrExists }
+
+// NamesChange reports whether m, a write of the member was (the zero
+// Member for a new one), gives it a name or an email it did not have:
+// whether the write must be checked with Taken.
+func (m Member) NamesChange(was Member) bool {
+	return m.Name != was.Name || (m.Email != "" && !strings.EqualFold(m.Email, was.Email))
+}
+
+// Taken refuses m, a write of the member was (the zero Member for a new
+// one), with a *MemberTakenError if another current member of ms — its
+// project's members, as ListMembers lists them — has a name or an email
+// the write gives it (NamesChange). What the write keeps is not checked,
+// so that members stored before the rule can still be changed otherwise.
+func (m Member) Taken(was Member, ms []Member) error {
+	other := func(o Member) bool { return o.ID != m.ID && !o.Removed() }
+	if m.Name != was.Name {
+		for _, o := range ms {
+			if other(o) && o.Name == m.Name {
+				return &MemberTakenError{Field: "name", Value: m.Name, Existing: o}
+			}
+		}
+	}
+	if m.Email != "" && !strings.EqualFold(m.Email, was.Email) {
+		for _, o := range ms {
+			if other(o) && strings.EqualFold(o.Email, m.Email) {
+				return &MemberTakenError{Field: "email", Value: m.Email, Existing: o}
+			}
+		}
 	}
 	return nil
 }

@@ -533,12 +533,14 @@ type Store interface {
 
 	// CreateMember stores a new member at Version 1; m must be valid
 	// (Member.Validate) and not removed. ErrExists if its id is taken in
-	// its project, also by the member of an older key (LegacyMemberID).
+	// its project, also by the member of an older key (LegacyMemberID); a
+	// *MemberTakenError (wrapping ErrExists) if another current member has
+	// its name or email (Member.Taken), checked in the write.
 	CreateMember(ctx context.Context, m Member) error
 	// CreateMemberWithKey stores a new member and its first key in one
 	// write: both or neither. The key is bound to the member (Member.Bind).
 	// ErrExists if the member's id, the key's id or the key's hash is
-	// taken; nothing is written then.
+	// taken, a *MemberTakenError as CreateMember's; nothing is written then.
 	CreateMemberWithKey(ctx context.Context, m Member, k APIKey) error
 	// GetMember returns a member of the project, a removed one too;
 	// ErrNotFound if the project has no member with that id.
@@ -553,7 +555,9 @@ type Store interface {
 	// Errors: ErrNotFound for a missing or removed member; ErrConflict if
 	// m.Version is stale; ErrLastOwner if the member is the project's last
 	// active owner member, or holds its last active owner keys, and m is
-	// not an owner.
+	// not an owner; a *MemberTakenError (wrapping ErrExists) if m gives the
+	// member a name or an email another current member has (Member.Taken),
+	// checked in the write.
 	UpdateMember(ctx context.Context, m Member) (Member, error)
 	// RemoveMember marks a member removed at the given time and revokes its
 	// active keys at that time, in one write, and returns the member.

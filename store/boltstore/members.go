@@ -12,7 +12,8 @@ import (
 )
 
 // CreateMember stores a new member at Version 1; store.ErrExists if its id
-// is taken in its project, also by the member of an older key.
+// is taken in its project, also by the member of an older key, or its name
+// or email (a *store.MemberTakenError).
 func (s *Store) CreateMember(ctx context.Context, m store.Member) error {
 	m, err := store.NewMember(m)
 	if err != nil {
@@ -20,6 +21,9 @@ func (s *Store) CreateMember(ctx context.Context, m store.Member) error {
 	}
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		if err := memberFree(tx, m); err != nil {
+			return err
+		}
+		if err := namesFree(tx, m, store.Member{}); err != nil {
 			return err
 		}
 		return put(tx, bMembers, memberKey(m.ProjectID, m.ID), m)
@@ -32,7 +36,7 @@ func (s *Store) CreateMember(ctx context.Context, m store.Member) error {
 
 // CreateMemberWithKey stores a new member and its first key in one
 // transaction; store.ErrExists if the member's id or the key's id or hash
-// is taken.
+// is taken, or the member's name or email.
 func (s *Store) CreateMemberWithKey(ctx context.Context, m store.Member, k store.APIKey) error {
 	m, k, err := store.NewMemberWithKey(m, k)
 	if err != nil {
@@ -40,6 +44,9 @@ func (s *Store) CreateMemberWithKey(ctx context.Context, m store.Member, k store
 	}
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		if err := memberFree(tx, m); err != nil {
+			return err
+		}
+		if err := namesFree(tx, m, store.Member{}); err != nil {
 			return err
 		}
 		if err := put(tx, bMembers, memberKey(m.ProjectID, m.ID), m); err != nil {
@@ -64,6 +71,21 @@ func memberFree(tx *bolt.Tx, m store.Member) error {
 		return store.ErrExists
 	}
 	return nil
+}
+
+// namesFree returns a *store.MemberTakenError if m, a write of member
+// was, gives it a name or an email another current member of its project
+// has (store.Member.Taken): bbolt's one writer makes the read and the
+// write one step.
+func namesFree(tx *bolt.Tx, m, was store.Member) error {
+	if !m.NamesChange(was) {
+		return nil
+	}
+	ms, err := members(tx, m.ProjectID)
+	if err != nil {
+		return err
+	}
+	return m.Taken(was, ms)
 }
 
 func memberKey(projectID, id string) []byte { return key([]byte(id), projectID) }
@@ -156,7 +178,8 @@ func memberKeys(tx *bolt.Tx, m store.Member, legacy *store.APIKey) ([]store.APIK
 
 // UpdateMember stores m's name, email, role, chat and UpdatedAt if
 // m.Version is the stored version, and gives the member's active keys its
-// new role and name, in one transaction.
+// new role and name, in one transaction; a *store.MemberTakenError if the
+// new name or email is another member's.
 func (s *Store) UpdateMember(ctx context.Context, m store.Member) (store.Member, error) {
 	if err := m.ValidateUpdate(); err != nil {
 		return store.Member{}, fmt.Errorf("update member: %w", err)
@@ -170,6 +193,9 @@ func (s *Store) UpdateMember(ctx context.Context, m store.Member) (store.Member,
 		}
 		next, err := cur.Updated(m)
 		if err != nil {
+			return err
+		}
+		if err := namesFree(tx, next, cur); err != nil {
 			return err
 		}
 		if err := writeMember(tx, next, legacy, func(k *store.APIKey) {

@@ -149,7 +149,7 @@ func TestGroupWriteRequests(t *testing.T) {
 	for i := range ids {
 		ids[i] = memberID()
 		mem := newMember("p1", ids[i], approvals.RoleApprover)
-		mem.Name, mem.Email = "Ana Maria Diaz Fernandez", "ana.maria.diaz@example.com"
+		mem.Name, mem.Email = fmt.Sprintf("Ana Maria Diaz Fernandez %03d", i), fmt.Sprintf("ana.maria.diaz.%03d@example.com", i)
 		if err := plain.CreateMember(ctx, mem); err != nil {
 			t.Fatal(err)
 		}

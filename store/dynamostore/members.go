@@ -134,20 +134,54 @@ func (s *Store) addMemberPut(ctx context.Context, tx *txn, st memberState, next 
 	return nil
 }
 
+// namesRead are a project's current members as a write that gives one a
+// name or an email read them, to check it with (store.Member.Taken), and
+// the count of such writes (aNames) read before them.
+type namesRead struct {
+	version int64
+	members []store.Member
+}
+
+// readNames reads what a write that gives member m of was a name or an
+// email is checked against, and checks it: a *store.MemberTakenError if it
+// is another member's. The write is then conditional on the count read
+// (addOwnersNamed), which every such write raises: a member named after
+// the read was made by a write that raised it.
+func (s *Store) readNames(ctx context.Context, m, was store.Member) (*namesRead, error) {
+	it, err := s.getItem(ctx, key(projectPK(m.ProjectID), ownersSK))
+	if err != nil {
+		return nil, err
+	}
+	names := &namesRead{version: getN(it, aNames)}
+	if names.members, err = s.ListMembers(ctx, m.ProjectID, false); err != nil {
+		return nil, err
+	}
+	return names, m.Taken(was, names.members)
+}
+
 // CreateMember stores a new member at Version 1, in one transaction with
-// the check that no key's member has its id and, for an owner, with its
-// project's owner count; store.ErrExists if the id is taken.
+// the check that no key's member has its id and with its project's owner
+// count (its owners, and the names its members were read with);
+// store.ErrExists if the id is taken, a *store.MemberTakenError if its name
+// or email is.
 func (s *Store) CreateMember(ctx context.Context, m store.Member) error {
 	m, err := store.NewMember(m)
 	if err != nil {
 		return fmt.Errorf("create member: %w", err)
 	}
-	var tx txn
-	if err := s.addNewMember(ctx, &tx, m, nil, ""); err != nil {
-		return fmt.Errorf("create member %s: %w", m.ID, err)
-	}
-	s.addOwners(&tx, m.ProjectID, 0, countOf(m.ActiveOwner()))
-	if err := s.ownerTransaction(ctx, m.ProjectID, tx.writes, tx.judges...); err != nil {
+	err = s.retryMoved(ctx, func() error {
+		names, err := s.readNames(ctx, m, store.Member{})
+		if err != nil {
+			return err
+		}
+		var tx txn
+		if err := s.addNewMember(ctx, &tx, m, nil, ""); err != nil {
+			return err
+		}
+		s.addOwnersNamed(&tx, m.ProjectID, 0, countOf(m.ActiveOwner()), names)
+		return s.ownerTransaction(ctx, m.ProjectID, tx.writes, tx.judges...)
+	})
+	if err != nil {
 		return fmt.Errorf("create member %s: %w", m.ID, err)
 	}
 	return nil
@@ -155,21 +189,28 @@ func (s *Store) CreateMember(ctx context.Context, m store.Member) error {
 
 // CreateMemberWithKey stores a new member and its first key in one
 // transaction; store.ErrExists if the member's id or the key's id or hash
-// is taken.
+// is taken, a *store.MemberTakenError as CreateMember's.
 func (s *Store) CreateMemberWithKey(ctx context.Context, m store.Member, k store.APIKey) error {
 	m, k, err := store.NewMemberWithKey(m, k)
 	if err != nil {
 		return fmt.Errorf("create member with key: %w", err)
 	}
-	var tx txn
-	err = s.addNewMember(ctx, &tx, m, []string{k.Hash}, k.ID)
-	if err == nil {
-		err = s.addNewKey(ctx, &tx, k)
-	}
-	if err == nil {
-		s.addOwners(&tx, m.ProjectID, countOf(k.ActiveOwner()), countOf(m.ActiveOwner()))
-		err = s.ownerTransaction(ctx, m.ProjectID, tx.writes, tx.judges...)
-	}
+	err = s.retryMoved(ctx, func() error {
+		names, err := s.readNames(ctx, m, store.Member{})
+		if err != nil {
+			return err
+		}
+		var tx txn
+		err = s.addNewMember(ctx, &tx, m, []string{k.Hash}, k.ID)
+		if err == nil {
+			err = s.addNewKey(ctx, &tx, k)
+		}
+		if err != nil {
+			return err
+		}
+		s.addOwnersNamed(&tx, m.ProjectID, countOf(k.ActiveOwner()), countOf(m.ActiveOwner()), names)
+		return s.ownerTransaction(ctx, m.ProjectID, tx.writes, tx.judges...)
+	})
 	if err != nil {
 		// The hash is a secret's digest: keep it out of the message.
 		return fmt.Errorf("create member %s with key %s: %w", m.ID, k.ID, err)
@@ -238,8 +279,10 @@ func (s *Store) memberItems(ctx context.Context, projectID string) ([]store.Memb
 // UpdateMember stores m's name, email, role, chat and UpdatedAt if
 // m.Version is the stored version, in one transaction with the member's
 // active keys (their role and name) and, when owners change, its project's
-// owner count. ErrTooManyKeys if the member has more than MaxMemberKeys
-// active keys whose role or name changes.
+// owner count (and the names its members were read with, when the name or
+// email changes: a *store.MemberTakenError if another member has it).
+// ErrTooManyKeys if the member has more than MaxMemberKeys active keys
+// whose role or name changes.
 func (s *Store) UpdateMember(ctx context.Context, m store.Member) (store.Member, error) {
 	if err := m.ValidateUpdate(); err != nil {
 		return store.Member{}, fmt.Errorf("update member: %w", err)
@@ -253,6 +296,12 @@ func (s *Store) UpdateMember(ctx context.Context, m store.Member) (store.Member,
 		next, err := st.m.Updated(m)
 		if err != nil {
 			return err
+		}
+		var names *namesRead
+		if next.NamesChange(st.m) {
+			if names, err = s.readNames(ctx, next, st.m); err != nil {
+				return err
+			}
 		}
 		var tx txn
 		if err := s.addMemberPut(ctx, &tx, st, next, st.hashes()); err != nil {
@@ -277,7 +326,7 @@ func (s *Store) UpdateMember(ctx context.Context, m store.Member) (store.Member,
 		if err := tooManyKeys(st, len(tx.writes)-1); err != nil {
 			return err
 		}
-		s.addOwners(&tx, m.ProjectID, after-before, countOf(next.ActiveOwner())-countOf(st.m.ActiveOwner()))
+		s.addOwnersNamed(&tx, m.ProjectID, after-before, countOf(next.ActiveOwner())-countOf(st.m.ActiveOwner()), names)
 		if err := s.ownerTransaction(ctx, m.ProjectID, tx.writes, tx.judges...); err != nil {
 			return err
 		}

@@ -15,10 +15,16 @@ import (
 // (aOwners) and active owner members (aOwnerMembers) it has. Every write
 // that changes either changes the count in the same transaction, and one
 // that lowers it is conditional on one staying (store.ErrLastOwner).
+//
+// The same item counts, in aNames, the writes that gave a member of the
+// project a name or an email (members.go, readNames): each is conditional
+// on the count it read the project's members with, so of two writes that
+// read the members at the same time, one reads them again.
 const (
 	ownersSK      = "OWNERS"
 	aOwners       = "n"
 	aOwnerMembers = "m"
+	aNames        = "nv"
 )
 
 // txn is a transaction being built: its writes and, for each, the judge
@@ -46,10 +52,33 @@ func countOf(b bool) int64 {
 // zero: conditional on each count it changes existing (see seedOwners)
 // and, for each that goes down, staying positive (store.ErrLastOwner).
 func (s *Store) addOwners(tx *txn, projectID string, keys, members int64) {
-	if keys == 0 && members == 0 {
+	s.addOwnersNamed(tx, projectID, keys, members, nil)
+}
+
+// addOwnersNamed is addOwners for a write that gives a member a name or an
+// email, checked against names: the update then also counts the write in
+// aNames, conditional on the count being the one names was read at (else
+// errMoved: read the members again).
+func (s *Store) addOwnersNamed(tx *txn, projectID string, keys, members int64, names *namesRead) {
+	if keys == 0 && members == 0 && names == nil {
 		return
 	}
 	e := newExpr()
+	j := ownerCountJudge
+	if names != nil {
+		if read := names.version; read == 0 {
+			e.Cond("attribute_not_exists(" + e.n(aNames) + ")")
+		} else {
+			e.Cond(e.n(aNames) + " = " + e.v(avN(read)))
+		}
+		e.Add(aNames, avN(1))
+		j = func(old item) error {
+			if getN(old, aNames) != names.version {
+				return errMoved
+			}
+			return ownerCountJudge(old)
+		}
+	}
 	for _, c := range []struct {
 		attr  string
 		delta int64
@@ -64,7 +93,7 @@ func (s *Store) addOwners(tx *txn, projectID string, keys, members int64) {
 		}
 		e.Add(c.attr, avN(c.delta))
 	}
-	tx.add(types.TransactWriteItem{Update: e.txUpdate(s.table, key(projectPK(projectID), ownersSK))}, ownerCountJudge)
+	tx.add(types.TransactWriteItem{Update: e.txUpdate(s.table, key(projectPK(projectID), ownersSK))}, j)
 }
 
 // errNoOwnerCount: the project's owner count (or one of its two counts)

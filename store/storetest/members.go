@@ -22,6 +22,8 @@ var memberTests = []test{
 	{"Member/CreateWithKey", testMemberCreateWithKey},
 	{"Member/OlderKeys", testMemberOlderKeys},
 	{"Member/OlderKeysRace", testMemberOlderKeysRace},
+	{"Member/NamesTaken", testMemberNamesTaken},
+	{"Member/NamesTakenRace", testMemberNamesTakenRace},
 }
 
 // member is a member of project p with role r, created at created.
@@ -244,7 +246,7 @@ func testMemberConcurrentUpdates(t *testing.T, s store.Store) {
 	for _, id := range []string{"mem_ana", store.LegacyMemberID("old")} {
 		for round := range 3 {
 			cur := getMember(t, s, "p1", id)
-			names := []string{fmt.Sprintf("A%d", round), fmt.Sprintf("B%d", round)}
+			names := []string{fmt.Sprintf("%s A%d", id, round), fmt.Sprintf("%s B%d", id, round)}
 			errs := race(2, func(i int) error {
 				m := cur
 				m.Name, m.UpdatedAt = names[i], at(time.Duration(round+1)*time.Minute)
@@ -579,7 +581,7 @@ func testMemberOlderKeysRace(t *testing.T, s store.Store) {
 			switch i {
 			case 0:
 				m := cur
-				m.Name, m.UpdatedAt = "Renamed", at(time.Minute)
+				m.Name, m.UpdatedAt = fmt.Sprintf("Renamed %d", round), at(time.Minute)
 				_, err := s.UpdateMember(ctx, m)
 				return err
 			case 1:
@@ -621,4 +623,127 @@ func testMemberOlderKeysRace(t *testing.T, s store.Store) {
 		}
 		eq(t, n, 1, fmt.Sprintf("round %d: times the older key's member is listed", round))
 	}
+}
+
+// wantTaken fails the test now unless err is a *store.MemberTakenError
+// (and store.ErrExists) for field, naming the member existing.
+func wantTaken(t testing.TB, err error, field, existing, what string) {
+	t.Helper()
+	var te *store.MemberTakenError
+	if !errors.As(err, &te) || !errors.Is(err, store.ErrExists) || te.Field != field || te.Existing.ID != existing {
+		t.Fatalf("%s: got error %v, want a MemberTakenError for the %s of %s that is ErrExists", what, err, field, existing)
+	}
+}
+
+// testMemberNamesTaken: no two current members of a project share a name
+// or (in any case) an email: a create or an update that would is refused
+// and writes nothing; another project, a removed member and an update that
+// keeps the name and email are not refused; keys stay named freely.
+func testMemberNamesTaken(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ana := member("p1", "mem_ana", approvals.RoleApprover, t0)
+	ana.Name, ana.Email = "Ana Diaz", "ana@example.com"
+	ana = createMember(t, s, ana)
+
+	twin := member("p1", "mem_twin", approvals.RoleApprover, at(time.Minute))
+	twin.Name = ana.Name
+	wantTaken(t, s.CreateMember(ctx, twin), "name", ana.ID, "create a second member named Ana Diaz")
+	_, err := s.GetMember(ctx, "p1", twin.ID)
+	wantErr(t, err, store.ErrNotFound, "member of a refused create")
+	twin.Name, twin.Email = "Ana D.", "ANA@Example.com"
+	wantTaken(t, s.CreateMember(ctx, twin), "email", ana.ID, "create a member with Ana's email in capitals")
+	twin.Name, twin.Email = ana.Name, ""
+	k := memberKey(twin, "key_twin")
+	wantTaken(t, s.CreateMemberWithKey(ctx, twin, k), "name", ana.ID, "create a second Ana Diaz with a key")
+	_, err = s.GetAPIKeyByHash(ctx, k.Hash)
+	wantErr(t, err, store.ErrNotFound, "key of a refused create")
+	sameIDs(t, memberIDs(t, s, "p1", true), []string{ana.ID}, "members after refused creates")
+
+	elsewhere := ana
+	elsewhere.ProjectID = "p2"
+	createMember(t, s, elsewhere)
+	lower := member("p1", "mem_lower", approvals.RoleViewer, at(time.Minute))
+	lower.Name = "ana diaz" // names compare exactly, as the CLI matches them
+	lower = createMember(t, s, lower)
+
+	bo := createMember(t, s, member("p1", "mem_bo", approvals.RoleApprover, at(2*time.Minute)))
+	renamed := bo
+	renamed.Name, renamed.UpdatedAt = ana.Name, at(3*time.Minute)
+	_, err = s.UpdateMember(ctx, renamed)
+	wantTaken(t, err, "name", ana.ID, "rename Bo to Ana Diaz")
+	renamed = bo
+	renamed.Email, renamed.UpdatedAt = "Ana@example.com", at(3*time.Minute)
+	_, err = s.UpdateMember(ctx, renamed)
+	wantTaken(t, err, "email", ana.ID, "give Bo Ana's email")
+	same(t, getMember(t, s, "p1", bo.ID), bo, "Bo after refused updates")
+
+	// A key without a member is named freely; its member shares the name
+	// then, and an update that keeps the name is not refused for it.
+	older := apiKey("p1", "key_bo", at(4*time.Minute))
+	older.Name = bo.Name
+	noErr(t, s.CreateAPIKey(ctx, older), "create an older key named as Bo")
+	promoted := bo
+	promoted.Role, promoted.UpdatedAt = approvals.RoleOwner, at(5*time.Minute)
+	bo, err = s.UpdateMember(ctx, promoted)
+	noErr(t, err, "change the role of Bo, whose name an older key's member has")
+	ci := apiKey("p1", "key_ci", at(4*time.Minute))
+	ci.Name = "ci"
+	noErr(t, s.CreateAPIKey(ctx, ci), "create an older key named ci")
+	named := member("p1", "mem_ci", approvals.RoleDeveloper, at(5*time.Minute))
+	named.Name = "ci"
+	wantTaken(t, s.CreateMember(ctx, named), "name", store.LegacyMemberID(ci.ID), "create a member named as an older key's")
+
+	same := ana
+	same.Role, same.UpdatedAt = approvals.RoleDeveloper, at(6*time.Minute)
+	ana, err = s.UpdateMember(ctx, same)
+	noErr(t, err, "update Ana, keeping her name and email")
+	_, err = s.RemoveMember(ctx, "p1", ana.ID, at(7*time.Minute))
+	noErr(t, err, "remove Ana")
+	again := member("p1", "mem_ana2", approvals.RoleApprover, at(8*time.Minute))
+	again.Name, again.Email = ana.Name, ana.Email
+	createMember(t, s, again)
+	renamed = lower
+	renamed.Name, renamed.UpdatedAt = "Ana Diaz", at(9*time.Minute)
+	_, err = s.UpdateMember(ctx, renamed)
+	wantTaken(t, err, "name", again.ID, "rename a member to the name of the Ana added again")
+}
+
+// testMemberNamesTakenRace: of members created, or renamed, to one name at
+// the same moment, one gets it.
+func testMemberNamesTakenRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 6
+	errs := race(n, func(i int) error {
+		m := member("p1", fmt.Sprintf("mem_%d", i), approvals.RoleApprover, t0)
+		m.Name = "Ana Diaz"
+		return s.CreateMember(ctx, m)
+	})
+	eq(t, len(winners(t, errs, store.ErrExists)), 1, "concurrent creates of members named Ana Diaz that succeeded")
+
+	var ms []store.Member
+	for i := range n {
+		m := member("p2", fmt.Sprintf("mem_%d", i), approvals.RoleApprover, t0)
+		m.Email = ""
+		ms = append(ms, createMember(t, s, m))
+	}
+	errs = race(n, func(i int) error {
+		m := ms[i]
+		if i%2 == 0 {
+			m.Name, m.UpdatedAt = "Bo Li", at(time.Minute)
+		} else {
+			m.Email, m.UpdatedAt = "bo@example.com", at(time.Minute)
+		}
+		_, err := s.UpdateMember(ctx, m)
+		return err
+	})
+	names, emails := 0, 0
+	for _, i := range winners(t, errs, store.ErrExists) {
+		if i%2 == 0 {
+			names++
+		} else {
+			emails++
+		}
+	}
+	eq(t, names, 1, "concurrent renames to Bo Li that succeeded")
+	eq(t, emails, 1, "concurrent changes of email to bo@example.com that succeeded")
 }
