@@ -14,6 +14,13 @@ func TestAPIErrorsInText(t *testing.T) {
 	if r.code != ExitError || r.stderr != want {
 		t.Errorf("run with a bad input: want stderr %q: %s", want, r)
 	}
+	// No --input: the error says the input was {}.
+	r = s.cli("run", "refunds", "--end-user", "u")
+	want = "error: the request is not valid (2 problems):\n  input.orderId: is required\n  input.reason: is required\n" +
+		"the input was {}, as no --input was given: pass the agent's input with --input JSON (or @file)\n"
+	if r.code != ExitError || r.stderr != want {
+		t.Errorf("run without --input: want stderr %q: %s", want, r)
+	}
 	// --json keeps the API's own document.
 	r = s.cli("run", "refunds", "--end-user", "u", "--input", `{"orderId":1}`, "--json")
 	if got := jsonField(t, r.stdout, "error.message"); got != "input.orderId: must be a string (and 1 more problem)" {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,10 @@ func (a *app) run(ctx context.Context, agentName string, o runOptions) error {
 	}
 	var run wire.Run
 	body, err := c.call(ctx, req, &run)
+	var ae *apiError
+	if errors.As(err, &ae) && o.input == "{}" && slices.ContainsFunc(fieldProblems(ae), func(p string) bool { return strings.HasPrefix(p, "input") }) {
+		ae.Hint = "the input was {}, as no --input was given: pass the agent's input with --input JSON (or @file)"
+	}
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,11 @@ func (e *Error) Error() string {
 	if msg == "" {
 		msg = fmt.Sprintf("the API answered %d %s", e.Status, http.StatusText(e.Status))
 	}
-	if e.Hint != "" {
+	switch {
+	case e.Hint == "":
+	case strings.Contains(msg, "\n"): // a list of problems: the hint on a line of its own
+		msg += "\n" + e.Hint
+	default:
 		msg += "; " + e.Hint
 	}
 	return msg
