@@ -114,6 +114,7 @@ var decideTests = []test{
 	{"Decide/PastDeadline", testDecidePastDeadline},
 	{"Decide/Twice", testDecideTwice},
 	{"Decide/Foreign", testDecideForeign},
+	{"Decide/LyingDeadline", testDecideLyingDeadline},
 	{"Decide/EditedInput", testDecideEditedInput},
 	{"Decide/RunMoved", testDecideRunMoved},
 	{"Decide/LeavesQueues", testDecideLeavesQueues},
@@ -304,6 +305,34 @@ func testDecideForeign(t *testing.T, s store.Store) {
 	noErr(t, err, "approve")
 	_, _, err = s.DecideApproval(ctx, decide("p2", "apr1", approvals.Denied, at(time.Minute)))
 	wantErr(t, err, store.ErrNotFound, "decide another project's settled approval")
+}
+
+// testDecideLyingDeadline: a Read that lies about the deadline wins
+// nothing: the stored ExpiresAt says. A decision after the real deadline on
+// a Read with a later one is refused with approvals.ErrExpired, and an
+// expiry before the real deadline on a Read with an earlier one with
+// approvals.ErrNotDue, changing nothing.
+func testDecideLyingDeadline(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, a := gatedRun(t, s, "p1", "r1", "apr1", t0, at(15*time.Minute))
+	later := a
+	later.ExpiresAt = at(time.Hour)
+	for _, st := range []approvals.Status{approvals.Approved, approvals.Denied} {
+		p := decide("p1", "apr1", st, at(20*time.Minute))
+		p.Read = &later
+		gotA, _, err := s.DecideApproval(ctx, p)
+		wantErr(t, err, approvals.ErrExpired, "decide after the deadline with a Read that says it is an hour: "+string(st))
+		same(t, gotA, a, "approval returned with ErrExpired")
+	}
+	earlier := a
+	earlier.ExpiresAt = at(time.Minute)
+	p := decide("p1", "apr1", approvals.Expired, at(5*time.Minute))
+	p.Read = &earlier
+	_, _, err := s.DecideApproval(ctx, p)
+	wantErr(t, err, approvals.ErrNotDue, "expire before the deadline with a Read that says it was a minute")
+	same(t, getApproval(t, s, "apr1"), a, "approval after decisions on lying Reads")
+	same(t, getRun(t, s, "r1"), r, "run after decisions on lying Reads")
+	sameIDs(t, dueIDs(t, s, at(time.Hour)), []string{"apr1"}, "still due for the sweeper")
 }
 
 func testDecideEditedInput(t *testing.T, s store.Store) {

@@ -222,6 +222,8 @@ var commitTests = []test{
 	{"Commit/Approval", testCommitApproval},
 	{"Commit/KeepsIdentity", testCommitKeepsIdentity},
 	{"Commit/Race", testCommitRace},
+	{"Commit/RaceApprovals", testCommitRaceApprovals},
+	{"Commit/RaceSteps", testCommitRaceSteps},
 }
 
 func testCommitAppends(t *testing.T, s store.Store) {
@@ -441,6 +443,67 @@ func testCommitRace(t *testing.T, s store.Store) {
 	eq(t, got.Cursor, w+1, "cursor written by the winner")
 	eq(t, got.LastSeq, int64(2), "lastSeq")
 	sameIDs(t, eventTypes(events(t, s, "r1")), []string{"run.created", fmt.Sprintf("writer%d", w)}, "events")
+}
+
+// testCommitRaceApprovals: commits that each create an approval (a write
+// of other items before the run's own: the approval, then the conditional
+// update of the run) race from one version; exactly one wins, and only its
+// approval is stored.
+func testCommitRaceApprovals(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := createRun(t, s, newRun("r1", "p1", t0), event("run.created"))
+	const n = 10
+	errs := race(n, func(i int) error {
+		next := r
+		next.Status, next.ApprovalID = store.RunAwaitingApproval, fmt.Sprintf("apr%d", i)
+		next.LeaseOwner, next.LeaseUntil = "", time.Time{}
+		a := newApproval(next.ApprovalID, next, at(time.Minute), at(time.Hour))
+		_, err := s.CommitRun(ctx, store.RunCommit{Run: next, Events: []store.Event{event(fmt.Sprintf("writer%d", i))}, Approval: &a})
+		return err
+	})
+	won := winners(t, errs, store.ErrConflict)
+	if len(won) != 1 {
+		t.Fatalf("%d of %d commits creating an approval from version %d succeeded, want exactly 1 (errors %v)", len(won), n, r.Version, errs)
+	}
+	w := fmt.Sprintf("apr%d", won[0])
+	got := getRun(t, s, "r1")
+	eq(t, got.Version, r.Version+1, "version")
+	eq(t, got.ApprovalID, w, "approval of the run")
+	sameIDs(t, eventTypes(events(t, s, "r1")), []string{"run.created", fmt.Sprintf("writer%d", won[0])}, "events")
+	page, err := s.ListApprovals(ctx, store.ApprovalFilter{ProjectID: "p1", RunID: "r1", Limit: store.MaxLimit})
+	noErr(t, err, "list approvals of the run")
+	sameIDs(t, approvalIDs(page.Items), []string{w}, "approvals of the run")
+	sameIDs(t, pendingIDs(t, s, "p1", store.NewestFirst), []string{w}, "pending approvals")
+}
+
+// testCommitRaceSteps: commits that each record a different step (a write
+// of a step item before the run's own) race from one version; exactly one
+// wins, and only its step is recorded.
+func testCommitRaceSteps(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := createRun(t, s, newRun("r1", "p1", t0))
+	const n = 10
+	errs := race(n, func(i int) error {
+		next := r
+		next.Cursor = i + 1
+		st := store.Step{Index: i, ID: fmt.Sprintf("s%d", i), Output: json.RawMessage(fmt.Sprintf(`{"writer":%d}`, i)), CompletedAt: t0}
+		_, err := s.CommitRun(ctx, store.RunCommit{Run: next, Steps: []store.Step{st}})
+		return err
+	})
+	won := winners(t, errs, store.ErrConflict)
+	if len(won) != 1 {
+		t.Fatalf("%d of %d commits recording a step from version %d succeeded, want exactly 1 (errors %v)", len(won), n, r.Version, errs)
+	}
+	got := getRun(t, s, "r1")
+	eq(t, got.Version, r.Version+1, "version")
+	eq(t, got.Cursor, won[0]+1, "cursor written by the winner")
+	steps, err := s.ListSteps(ctx, "r1")
+	noErr(t, err, "list steps")
+	var ids []string
+	for _, st := range steps {
+		ids = append(ids, st.ID)
+	}
+	sameIDs(t, ids, []string{fmt.Sprintf("s%d", won[0])}, "steps recorded")
 }
 
 var claimTests = []test{

@@ -1,0 +1,313 @@
+package engine_test
+
+// Tests that pin invariants of docs/design.md's table by breaking what
+// enforces them: each fails when its guard is removed.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"stead/approvals"
+	"stead/runtime/bundle"
+	"stead/runtime/engine"
+	"stead/runtime/jsvm"
+	"stead/runtime/sandbox"
+	"stead/store"
+)
+
+// tamperedApprovals is a store whose approved approvals read with their
+// Input replaced and their InputDigest kept: an approval item changed behind
+// the engine's back after the decision.
+type tamperedApprovals struct {
+	store.Store
+	input json.RawMessage
+	reads atomic.Int64
+}
+
+func (s *tamperedApprovals) GetApproval(ctx context.Context, id string) (approvals.Approval, error) {
+	a, err := s.Store.GetApproval(ctx, id)
+	if err == nil && a.Status == approvals.Approved {
+		a.Input = s.input
+		s.reads.Add(1)
+	}
+	return a, err
+}
+
+// wantTamperRefused checks that a resumed run whose approved input no longer
+// matches its digest failed internal-error on step, and never ran the
+// tampered input.
+func wantTamperRefused(t *testing.T, h *harness, ts *tamperedApprovals, runID, step string) {
+	t.Helper()
+	if ts.reads.Load() == 0 {
+		t.Fatal("the resumed run never read its approved approval")
+	}
+	for _, c := range h.calls(runID, step) {
+		if c.Input["amount"] == float64(9999) || jsonString(c.Input["item"]) == `{"amount":9999,"id":"o-1"}` {
+			t.Errorf("the handler ran with the tampered input: %+v", c)
+		}
+	}
+	r := h.run(runID)
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if r.Error.Step != step || !strings.Contains(r.Error.Message, "does not match its digest") {
+		t.Errorf("run error = %+v", r.Error)
+	}
+}
+
+// A run resumes with exactly the approved input: when the stored input no
+// longer matches the digest the decision approved, the run fails
+// internal-error and the handler never runs.
+func TestResumeRefusesAnInputThatIsNotTheApprovedDigest(t *testing.T) {
+	t.Parallel()
+	ts := &tamperedApprovals{input: json.RawMessage(`{"item":{"amount":9999,"id":"o-1"}}`)}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { ts.Store = s; return ts } })
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantTamperRefused(t, h, ts, r.ID, "refund")
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Errorf("refund ran %d times, want never: %+v", len(c), c)
+	}
+}
+
+// The same in an agent loop: the approved call of a resumed loop runs only
+// with the input its digest names.
+func TestAgentLoopResumeRefusesAnInputThatIsNotTheApprovedDigest(t *testing.T) {
+	t.Parallel()
+	ts := &tamperedApprovals{input: json.RawMessage(`{"amount":9999,"orderId":"o-1"}`)}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { ts.Store = s; return ts } })
+	r, a := startTriage(t, h, l, "triage")
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	wantTamperRefused(t, h, ts, r.ID, "triage")
+	if c := h.calls(r.ID, "triage"); len(c) != 1 {
+		t.Errorf("the loop's handlers ran %d times, want once (listOrders, before the pause): %+v", len(c), c)
+	}
+	if n := l.count(); n != 2 {
+		t.Errorf("%d model requests, want 2: a refused resume asks the model nothing", n)
+	}
+}
+
+// leaseWatch is an Invoker that makes every call take callTime on the
+// engine's clock and, around each call, checks the run's lease as the store
+// has it: before the call it is this execution's and outlasts the call's
+// timeout; at the call's end another worker's claim is refused.
+type leaseWatch struct {
+	engine.Invoker
+	t        *testing.T
+	h        *harness
+	callTime time.Duration
+	calls    int
+}
+
+func (w *leaseWatch) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	if w.h == nil { // setup's deployment
+		return w.Invoker.Invoke(ctx, b, inv)
+	}
+	w.calls++
+	h := w.h
+	now := h.clock.Now()
+	r, err := h.store.GetRun(ctx, inv.RunID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if left := r.LeaseUntil.Sub(now); r.Status != store.RunRunning || !strings.HasPrefix(r.LeaseOwner, "test/") || left < inv.Timeout {
+		w.t.Errorf("before call %d (%s, timeout %s): run %s leased by %q for %s more, want this worker's lease to outlast the call",
+			w.calls, inv.StepID, inv.Timeout, r.Status, r.LeaseOwner, left)
+	}
+	res, err := w.Invoker.Invoke(ctx, b, inv)
+	h.clock.Advance(w.callTime)
+	if _, cerr := h.store.ClaimRun(ctx, store.ClaimParams{RunID: inv.RunID, Owner: "thief/1", Now: h.clock.Now(), Until: h.clock.Now().Add(time.Hour)}); !errors.Is(cerr, store.ErrConflict) {
+		w.t.Errorf("at the end of call %d (%s): another worker's claim returned %v, want store.ErrConflict", w.calls, inv.StepID, cerr)
+	}
+	return res, err
+}
+
+// leasedConfig: reads of 20 s (two of them can share a commit within the
+// 60 s lease: the longest timeout, the write's default 30 s, plus the 30 s
+// margin) around a write.
+const leasedConfig = `{
+  "agents": {
+    "leased": {
+      "tools": {
+        "listOrders": { "effect": "read", "timeoutMs": 20000 },
+        "spend": { "effect": "read", "timeoutMs": 20000 },
+        "addNote": { "effect": "write" }
+      },
+      "steps": [
+        { "id": "a", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "b", "tool": "spend", "input": {} },
+        { "id": "c", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "d", "tool": "addNote", "input": { "text": "listed" } },
+        { "id": "e", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "f", "tool": "spend", "input": {} },
+        { "id": "g", "tool": "listOrders", "input": { "user": "$run.endUserId" } }
+      ]
+    }
+  }
+}`
+
+// Each write renews the run's lease, so that no other worker can claim a
+// run while it executes: seven calls of 15 s each (105 s, well past the
+// claim's 60 s lease), with batched reads and a write between them. Before
+// every call the lease is this worker's and outlasts the call; at the end of
+// every call another worker's claim is refused.
+func TestEveryWriteRenewsTheLease(t *testing.T) {
+	t.Parallel()
+	log := &commitLog{}
+	w := &leaseWatch{t: t, callTime: 15 * time.Second}
+	h := setup(t,
+		func(o *options) { o.wrap = func(s store.Store) store.Store { log.Store = s; return log } },
+		func(o *options) {
+			o.invoker = func(rt engine.Invoker) engine.Invoker { w.Invoker = rt; return w }
+		})
+	h.deploy(h.owner, handlers, leasedConfig)
+	w.h = h
+	start := h.clock.Now()
+	r := h.start("leased", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if w.calls != 7 {
+		t.Errorf("%d calls, want 7", w.calls)
+	}
+	if took := h.clock.Now().Sub(start); took < 105*time.Second {
+		t.Errorf("the run took %s on the engine's clock, want at least 105s", took)
+	}
+	shared := false
+	for _, steps := range log.recorded() {
+		shared = shared || len(steps) > 1
+	}
+	if !shared {
+		t.Errorf("no reads shared a commit (%v): the test no longer covers held steps", log.recorded())
+	}
+}
+
+// realTime moves the engine's test clock along with the real one, for
+// tests of waits the sandbox times on the real clock.
+type realTime struct {
+	mu    sync.Mutex
+	h     *harness
+	start time.Time // on the real clock
+	base  time.Time // the engine's clock at start
+}
+
+func (c *realTime) sync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h == nil { // not started yet
+		return
+	}
+	if d := c.base.Add(time.Since(c.start)).Sub(c.h.clock.Now()); d > 0 {
+		c.h.clock.Advance(d)
+	}
+}
+
+// clockedInvoker syncs the engine's clock with the real one after every
+// call (a call that waited for a worker returns jsvm.CodeBusy).
+type clockedInvoker struct {
+	engine.Invoker
+	clock *realTime
+}
+
+func (c *clockedInvoker) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	res, err := c.Invoker.Invoke(ctx, b, inv)
+	c.clock.sync()
+	return res, err
+}
+
+// renewalCheck is a store that checks every lease renewal (a write of a
+// running run with no step, event or approval: what an execution writes
+// while its call waits for a sandbox worker): the lease it writes must be
+// later than the one stored, and outlast the call's timeout from the
+// write's time.
+type renewalCheck struct {
+	store.Store
+	timeout time.Duration
+	mu      sync.Mutex
+	n       int
+	bad     []string
+}
+
+func (s *renewalCheck) CommitRun(ctx context.Context, c store.RunCommit) (store.Run, error) {
+	if c.Run.Status != store.RunRunning || len(c.Steps) > 0 || len(c.Events) > 0 || c.Approval != nil {
+		return s.Store.CommitRun(ctx, c)
+	}
+	before, err := s.GetRun(ctx, c.Run.ID)
+	if err != nil {
+		return store.Run{}, err
+	}
+	r, err := s.Store.CommitRun(ctx, c)
+	if err == nil {
+		s.mu.Lock()
+		s.n++
+		if !r.LeaseUntil.After(before.LeaseUntil) || r.LeaseUntil.Sub(r.UpdatedAt) < s.timeout {
+			s.bad = append(s.bad, "lease "+before.LeaseUntil.Format(time.StampMilli)+" → "+r.LeaseUntil.Format(time.StampMilli)+" at "+r.UpdatedAt.Format(time.StampMilli))
+		}
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+// While calls wait for a sandbox worker, each renewal moves the run's lease
+// on (TestCallsWaitingForAWorkerDoNotTimeOut counts the renewals; this checks
+// what they write): five runs behind one worker, the engine's clock keeping
+// up with the real one.
+func TestLeaseRenewedWhileCallsWaitForAWorker(t *testing.T) {
+	t.Parallel()
+	pool, err := sandbox.New(sandbox.Options{MaxWorkers: 1, MaxPerTenant: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	clk := &realTime{}
+	rc := &renewalCheck{timeout: 800 * time.Millisecond} // nappingConfig's timeoutMs
+	h := setup(t, func(o *options) {
+		o.wrap = func(s store.Store) store.Store { rc.Store = s; return rc }
+		o.invoker = func(engine.Invoker) engine.Invoker { return &clockedInvoker{Invoker: pool, clock: clk} }
+	})
+	h.cfg.LeaseMargin = 200 * time.Millisecond // a call may wait 100 ms, then the lease is renewed
+	h.restart()
+	h.deploy(h.owner, nappingHandlers, nappingConfig)
+	const runs = 5
+	for range runs {
+		if _, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "napper", EndUserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := h.queue.take()
+	if len(ids) != runs {
+		t.Fatalf("%d runs dispatched, want %d", len(ids), runs)
+	}
+	clk.mu.Lock()
+	clk.h, clk.start, clk.base = h, time.Now(), h.clock.Now()
+	clk.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			if err := h.eng.Execute(h.ctx, id); err != nil {
+				t.Errorf("execute %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if r := h.run(id); r.Status != store.RunSucceeded {
+			t.Errorf("run %s: %s (%+v), want succeeded", id, r.Status, r.Error)
+		}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.n == 0 {
+		t.Fatal("no lease renewal while calls waited for the worker")
+	}
+	if len(rc.bad) > 0 {
+		t.Errorf("%d of %d renewals did not move the lease past the stored one and the call's timeout; first: %s", len(rc.bad), rc.n, rc.bad[0])
+	}
+}
