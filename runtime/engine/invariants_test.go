@@ -17,7 +17,6 @@ import (
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
-	"stead/runtime/sandbox"
 	"stead/store"
 )
 
@@ -253,61 +252,4 @@ func (s *renewalCheck) CommitRun(ctx context.Context, c store.RunCommit) (store.
 		s.mu.Unlock()
 	}
 	return r, err
-}
-
-// While calls wait for a sandbox worker, each renewal moves the run's lease
-// on (TestCallsWaitingForAWorkerDoNotTimeOut counts the renewals; this checks
-// what they write): five runs behind one worker, the engine's clock keeping
-// up with the real one.
-func TestLeaseRenewedWhileCallsWaitForAWorker(t *testing.T) {
-	t.Parallel()
-	pool, err := sandbox.New(sandbox.Options{MaxWorkers: 1, MaxPerTenant: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	clk := &realTime{}
-	rc := &renewalCheck{timeout: 800 * time.Millisecond} // nappingConfig's timeoutMs
-	h := setup(t, func(o *options) {
-		o.wrap = func(s store.Store) store.Store { rc.Store = s; return rc }
-		o.invoker = func(engine.Invoker) engine.Invoker { return &clockedInvoker{Invoker: pool, clock: clk} }
-	})
-	h.cfg.LeaseMargin = 200 * time.Millisecond // a call may wait 100 ms, then the lease is renewed
-	h.restart()
-	h.deploy(h.owner, nappingHandlers, nappingConfig)
-	const runs = 5
-	for range runs {
-		if _, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "napper", EndUserID: "alice"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := h.queue.take()
-	if len(ids) != runs {
-		t.Fatalf("%d runs dispatched, want %d", len(ids), runs)
-	}
-	clk.mu.Lock()
-	clk.h, clk.start, clk.base = h, time.Now(), h.clock.Now()
-	clk.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() {
-			if err := h.eng.Execute(h.ctx, id); err != nil {
-				t.Errorf("execute %s: %v", id, err)
-			}
-		})
-	}
-	wg.Wait()
-	for _, id := range ids {
-		if r := h.run(id); r.Status != store.RunSucceeded {
-			t.Errorf("run %s: %s (%+v), want succeeded", id, r.Status, r.Error)
-		}
-	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.n == 0 {
-		t.Fatal("no lease renewal while calls waited for the worker")
-	}
-	if len(rc.bad) > 0 {
-		t.Errorf("%d of %d renewals did not move the lease past the stored one and the call's timeout; first: %s", len(rc.bad), rc.n, rc.bad[0])
-	}
 }

@@ -154,7 +154,9 @@ const nappingConfig = `{
 // for longer than their timeoutMs do not time out: a call's timeout starts
 // once a worker is free for it. While a call waits, its execution renews
 // the run's lease (a write with no step in it), so that the wait never
-// outlasts the claim and the run is never taken for lost.
+// outlasts the claim and the run is never taken for lost: each renewal
+// moves the lease past the stored one and past the call's timeout (the
+// engine's clock keeps up with the real one).
 func TestCallsWaitingForAWorkerDoNotTimeOut(t *testing.T) {
 	t.Parallel()
 	pool, err := sandbox.New(sandbox.Options{MaxWorkers: 1, MaxPerTenant: 1})
@@ -162,10 +164,11 @@ func TestCallsWaitingForAWorkerDoNotTimeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	log := &commitLog{}
+	clk := &realTime{}
+	rc := &renewalCheck{timeout: 800 * time.Millisecond} // nappingConfig's timeoutMs
 	h := setup(t, func(o *options) {
-		o.wrap = func(s store.Store) store.Store { log.Store = s; return log }
-		o.invoker = func(engine.Invoker) engine.Invoker { return pool }
+		o.wrap = func(s store.Store) store.Store { rc.Store = s; return rc }
+		o.invoker = func(engine.Invoker) engine.Invoker { return &clockedInvoker{Invoker: pool, clock: clk} }
 	})
 	h.cfg.LeaseMargin = 200 * time.Millisecond // a call may wait 100 ms, then the lease is renewed
 	h.restart()
@@ -177,6 +180,12 @@ func TestCallsWaitingForAWorkerDoNotTimeOut(t *testing.T) {
 		}
 	}
 	ids := h.queue.take()
+	if len(ids) != runs {
+		t.Fatalf("%d runs dispatched, want %d", len(ids), runs)
+	}
+	clk.mu.Lock()
+	clk.h, clk.start, clk.base = h, time.Now(), h.clock.Now()
+	clk.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		wg.Go(func() {
@@ -186,23 +195,17 @@ func TestCallsWaitingForAWorkerDoNotTimeOut(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(ids) != runs {
-		t.Fatalf("%d runs dispatched, want %d", len(ids), runs)
-	}
 	for _, id := range ids {
 		if r := h.run(id); r.Status != store.RunSucceeded {
 			t.Errorf("run %s: %s (%+v), want succeeded", id, r.Status, r.Error)
 		}
 	}
-	log.mu.Lock()
-	renewals := 0
-	for _, c := range log.commits {
-		if len(c.steps) == 0 && !c.approval {
-			renewals++
-		}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.n == 0 {
+		t.Fatal("no lease renewal while calls waited for the worker")
 	}
-	log.mu.Unlock()
-	if renewals == 0 {
-		t.Error("no lease renewal while calls waited for the worker")
+	if len(rc.bad) > 0 {
+		t.Errorf("%d of %d renewals did not move the lease past the stored one and the call's timeout; first: %s", len(rc.bad), rc.n, rc.bad[0])
 	}
 }
