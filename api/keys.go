@@ -53,7 +53,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *caller) er
 	if req.Member != "" {
 		m, err := s.store.GetMember(r.Context(), c.actor.ProjectID, req.Member)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && m.Removed()) {
-			return invalid(wire.FieldProblem{Field: "member", Message: fmt.Sprintf("no member %s in this project (list them with GET /v1/members)", req.Member)})
+			return invalid(wire.FieldProblem{Field: "member", Message: fmt.Sprintf("no member %s in this project (list them with stead members list, or GET /v1/members)", req.Member)})
 		}
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ func (s *Server) createMCPKey(w http.ResponseWriter, r *http.Request, c *caller)
 		return err
 	}
 	if _, ok := cfg.Agent(req.Agent); !ok {
-		return invalidField("agent", "agent %q is not in the latest deployment (%d); list the deployed agents with GET /v1/agents", req.Agent, d.Version)
+		return invalidField("agent", "agent %q is not in the latest deployment (%d); list the deployed agents with stead agents (GET /v1/agents)", req.Agent, d.Version)
 	}
 	k, secret, err := newMCPKey(lockedEntropy{s}, c, req, s.now())
 	if err != nil {
@@ -92,7 +92,7 @@ func (s *Server) revokeMCPKey(w http.ResponseWriter, r *http.Request, c *caller)
 	id := r.PathValue("id")
 	k, err := s.store.RevokeMCPKey(r.Context(), c.actor.ProjectID, id, s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("MCP key %s not found (list them with GET /v1/mcp-keys)", id)
+		return notFound("MCP key %s not found (list them with stead mcp-keys list, or GET /v1/mcp-keys)", id)
 	}
 	if err != nil {
 		return err

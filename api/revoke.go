@@ -45,7 +45,7 @@ func (s *Server) revokeCustomerTokens(w http.ResponseWriter, r *http.Request, c 
 	}
 	cl, id, err := s.verifyCustomerToken(r.Context(), req.Token)
 	if errors.Is(err, errBadCustomerToken) || (err == nil && cl.ProjectID != c.actor.ProjectID) {
-		return invalidField("token", "is not a customer token of this project (stc_…, as POST /v1/customer-tokens issued it)")
+		return invalidField("token", "is not a customer token of this project (stc_…, as stead token END_USER or POST /v1/customer-tokens issued it)")
 	}
 	if err != nil {
 		return err

@@ -84,7 +84,7 @@ func (s *Server) revokeRule(w http.ResponseWriter, r *http.Request, c *caller) e
 // ruleError translates the refusals for rule id.
 func ruleError(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("rule %s not found (list them with GET /v1/rules?status=all)", id)
+		return notFound("rule %s not found (list them with stead rules list --all, or GET /v1/rules?status=all)", id)
 	}
 	return err
 }

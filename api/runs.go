@@ -59,7 +59,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, c *caller) err
 		Agent: agentName, Input: req.Input, EndUserID: req.EndUserID, IdempotencyKey: idem,
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("agent %q is not in the latest deployment; list the deployed agents with GET /v1/agents", agentName)
+		return notFound("agent %q is not in the latest deployment; list the deployed agents with stead agents (GET /v1/agents)", agentName)
 	}
 	if err != nil {
 		return err

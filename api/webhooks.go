@@ -106,7 +106,7 @@ func (req webhookRequest) check(create bool) []wire.FieldProblem {
 		})...)
 	}
 	if create && req.Enabled != nil {
-		problems = append(problems, wire.FieldProblem{Field: "enabled", Message: "a new endpoint is enabled; enabled is for PATCH /v1/webhooks/{id}"})
+		problems = append(problems, wire.FieldProblem{Field: "enabled", Message: "a new endpoint is enabled; enabled is for one that was disabled (stead webhooks enable ID, or PATCH /v1/webhooks/{id})"})
 	}
 	return problems
 }
@@ -562,7 +562,7 @@ func (s *Server) webhook(r *http.Request, c *caller) (store.Endpoint, error) {
 func (s *Server) delivery(ctx context.Context, c *caller, id, deliveryID string) (store.Delivery, error) {
 	d, err := s.store.GetDelivery(ctx, c.actor.ProjectID, deliveryID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && d.EndpointID != id) {
-		return store.Delivery{}, notFound("webhook %s has no delivery %s (list them with GET /v1/webhooks/%s/deliveries)", id, deliveryID, id)
+		return store.Delivery{}, notFound("webhook %s has no delivery %s (list them with stead webhooks deliveries %s, or GET /v1/webhooks/%s/deliveries)", id, deliveryID, id, id)
 	}
 	return d, err
 }
@@ -592,7 +592,7 @@ func (s *Server) changeWebhook(ctx context.Context, c *caller, id string, change
 // webhookError translates the store's refusals for endpoint id.
 func webhookError(err error, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("webhook %s not found (list them with GET /v1/webhooks)", id)
+		return notFound("webhook %s not found (list them with stead webhooks list, or GET /v1/webhooks)", id)
 	}
 	return err
 }

@@ -378,7 +378,7 @@ func TestWebhookRefusals(t *testing.T) {
 		t.Errorf("a refused PATCH changed %+v to %+v", before, after)
 	}
 	for _, path := range []string{"/v1/webhooks/whe_nope", "/v1/webhooks/whe_nope/deliveries"} {
-		if msg := w.must(w.do("GET", path, w.owner, nil), 404).apiErr().Message; !strings.Contains(msg, "webhook whe_nope not found (list them with GET /v1/webhooks)") {
+		if msg := w.must(w.do("GET", path, w.owner, nil), 404).apiErr().Message; !strings.Contains(msg, "webhook whe_nope not found (list them with stead webhooks list, or GET /v1/webhooks)") {
 			t.Errorf("GET %s: %s", path, msg)
 		}
 	}
