@@ -88,7 +88,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		bobRun:    w.wait(w.start("plain", "bob", nil).ID, "terminal"),
 	}
 	f.member = w.newMember("Ana Diaz")
-	f.group = w.newGroup(f.member)
+	f.group = w.newGroup(w.addMember("Gus Ek", "approver")) // a viewer is in no group
 	f.webhook = w.newWebhook(rc.URL).ID
 	f.delivery = w.ping(f.webhook).ID
 	w.approver, w.viewer = w.newKey("approver").Key, w.newKey("viewer").Key
@@ -97,6 +97,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 	w.must(w.do("DELETE", "/v1/mcp-keys/"+revokedMCP.ID, w.owner, nil), 200)
 	w.mcpRevoked = revokedMCP.Key
 	w.must(w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, map[string]any{"value": map[string]any{"id": "o-1", "amount": 12}}), 200)
+	names := 0
+	freshName := func(name string) string { // members' names are unique
+		names++
+		return fmt.Sprintf("%s %d", name, names)
+	}
 	groups := 0
 	freshGroup := func() string {
 		groups++
@@ -179,7 +184,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return w.request("PATCH", "/v1/members/"+f.member, c, map[string]any{"email": "ana@example.com"})
 		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"DELETE /v1/members/{id}", func(c string) *http.Request {
-			return w.request("DELETE", "/v1/members/"+w.newMember("Dee"), c, nil)
+			return w.request("DELETE", "/v1/members/"+w.newMember(freshName("Dee")), c, nil)
 		}, [10]int{200, 403, 403, 401, 401, 404, 403, 403, 403, 401}},
 		{"POST /v1/groups", func(c string) *http.Request {
 			return w.request("POST", "/v1/groups", c, map[string]any{"name": freshGroup()})

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"stead/api/wire"
+	"stead/approvals"
 	"stead/store"
 )
 
@@ -72,6 +73,9 @@ func (s *Server) createGroup(w http.ResponseWriter, r *http.Request, c *caller) 
 	if err := checkMemberIDs("members", req.Members); err != nil {
 		return err
 	}
+	if err := s.checkDeciders(r.Context(), c.actor.ProjectID, "members", req.Members); err != nil {
+		return err
+	}
 	now := s.now()
 	g := store.Group{ProjectID: c.actor.ProjectID, Name: req.Name, Description: req.Description, Members: req.Members, CreatedAt: now, UpdatedAt: now}
 	if err := g.Validate(); err != nil {
@@ -119,8 +123,9 @@ type updateGroupRequest struct {
 // updateGroup: PATCH /v1/groups/{name} {description?, add?, remove?} → the
 // group. The server reads the group, applies the change and writes it
 // conditional on the version it read, reading again when another change
-// came between. Adding a member the group has, or removing one it has
-// not, changes nothing.
+// came between. Adding a member the group has changes nothing; removing
+// one it has not is a 409 that says who it has. A member added must be one
+// who may decide approvals (checkDeciders).
 func (s *Server) updateGroup(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var req updateGroupRequest
 	if err := readBody(r, s.cfg.MaxBody, &req); err != nil {
@@ -137,9 +142,15 @@ func (s *Server) updateGroup(w http.ResponseWriter, r *http.Request, c *caller) 
 			return invalidField(fmt.Sprintf("add[%d]", i), "%s is in both add and remove; name it in one of them", id)
 		}
 	}
+	if err := s.checkDeciders(r.Context(), c.actor.ProjectID, "add", req.Add); err != nil {
+		return err
+	}
 	for range groupRetries {
 		cur, err := s.group(r, c)
 		if err != nil {
+			return err
+		}
+		if err := s.notInGroup(r.Context(), cur, req.Remove); err != nil {
 			return err
 		}
 		next := cur
@@ -193,20 +204,60 @@ func (s *Server) group(r *http.Request, c *caller) (store.Group, error) {
 	return g, groupError(err, name, "", nil)
 }
 
+// checkDeciders refuses to put in a group (the body's field lists ids) a
+// member whose role may not decide approvals: a viewer would never count
+// toward what the group is asked for. Ids of no current member are left
+// to the store, which refuses them in the write.
+func (s *Server) checkDeciders(ctx context.Context, projectID, field string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ms, err := s.store.ListMembers(ctx, projectID, false)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		j := slices.IndexFunc(ms, func(m store.Member) bool { return m.ID == id })
+		if j < 0 || ms[j].Role.May(approvals.Decide) {
+			continue
+		}
+		m := ms[j]
+		return invalidField(fmt.Sprintf("%s[%d]", field, i),
+			"%s (%s) is a %s, who cannot decide approvals, so no group may ask them; make them an approver first (stead members set-role %s --role approver, or PATCH /v1/members/%s {\"role\": \"approver\"}), then add them",
+			m.Name, m.ID, m.Role, m.ID, m.ID)
+	}
+	return nil
+}
+
+// notInGroup refuses to take out of group g a member it does not have (of
+// ids): naming the member, and where the group's members are listed.
+func (s *Server) notInGroup(ctx context.Context, g store.Group, ids []string) error {
+	i := slices.IndexFunc(ids, func(id string) bool { return !slices.Contains(g.Members, id) })
+	if i < 0 {
+		return nil
+	}
+	who := ids[i]
+	if m, err := s.store.GetMember(ctx, g.ProjectID, who); err == nil {
+		who = fmt.Sprintf("%s (%s)", m.Name, m.ID)
+	}
+	return conflict("%s is not in group %s, so it cannot be taken out of it; list the group's members with stead groups show %s (GET /v1/groups/%s)",
+		who, g.Name, g.Name, g.Name)
+}
+
 // checkMemberIDs refuses a list of member ids (the body's field) that
 // holds one no member can have: empty, over 100 characters or with
 // control characters.
 func checkMemberIDs(field string, ids []string) error {
 	for i, id := range ids {
 		if p := textProblem(id, true, 100); p != "" {
-			return invalidField(fmt.Sprintf("%s[%d]", field, i), "%s; name each member by their id (mem_…), listed by GET /v1/members", p)
+			return invalidField(fmt.Sprintf("%s[%d]", field, i), "%s; name each member by their id (mem_…), listed by stead members list (GET /v1/members)", p)
 		}
 	}
 	return nil
 }
 
 func groupNotFound(name string) *Error {
-	return notFound("group %q not found (list them with GET /v1/groups)", name)
+	return notFound("group %q not found (list them with stead groups list, or GET /v1/groups)", name)
 }
 
 // groupError translates the store's refusals of a write of group name
@@ -229,13 +280,13 @@ func groupError(err error, name, field string, ids []string) error {
 			f = fmt.Sprintf("%s[%d]", field, i)
 		}
 		if me.Removed {
-			return invalidField(f, "member %s was removed from the project; a group takes current members only (GET /v1/members lists them)", me.Member)
+			return invalidField(f, "member %s was removed from the project; a group takes current members only (stead members list, or GET /v1/members, lists them)", me.Member)
 		}
-		return invalidField(f, "%s is no member of this project; name each member by their id (mem_…), listed by GET /v1/members", me.Member)
+		return invalidField(f, "%s is no member of this project; name each member by their id (mem_…), listed by stead members list (GET /v1/members)", me.Member)
 	case errors.Is(err, store.ErrNotFound):
 		return groupNotFound(name)
 	case errors.Is(err, store.ErrExists):
-		return conflict("group %s already exists; change it with PATCH /v1/groups/%s, or choose another name", name, name)
+		return conflict("group %s already exists; change its members with stead groups add or rm (PATCH /v1/groups/%s), or choose another name", name, name)
 	}
 	return err
 }

@@ -48,12 +48,12 @@ func names(g wire.Group) string {
 func TestGroups(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	ana, bo, cy := w.addMember("Ana Diaz", "approver"), w.addMember("Bo Li", "viewer"), w.addMember("Cy Ng", "developer")
+	ana, bo, cy := w.addMember("Ana Diaz", "approver"), w.addMember("Bo Li", "owner"), w.addMember("Cy Ng", "developer")
 
 	var g wire.Group
 	resp := w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance", "description": "Refunds over 1,000 EUR", "members": []string{bo, ana, ana}}), 201)
 	resp.decode(&g)
-	if g.Name != "finance" || g.Description != "Refunds over 1,000 EUR" || g.Version != 1 || names(g) != "Ana Diaz (approver), Bo Li (viewer)" {
+	if g.Name != "finance" || g.Description != "Refunds over 1,000 EUR" || g.Version != 1 || names(g) != "Ana Diaz (approver), Bo Li (owner)" {
 		t.Fatalf("created group %+v", g)
 	}
 	if g.Members[0].ID != ana || strings.Contains(string(resp.body), "example.com") || strings.Contains(string(resp.body), "email") {
@@ -88,11 +88,19 @@ func TestGroups(t *testing.T) {
 	if g.Description != "" || g.Version != 3 || len(g.Members) != 2 {
 		t.Errorf("after clearing the description: %+v", g)
 	}
-	// Adding a member the group has, or removing one it has not, changes
-	// nothing, and writes nothing.
-	g = asGroup(w.must(w.do("PATCH", "/v1/groups/finance", w.owner, map[string]any{"add": []string{ana}, "remove": []string{bo}}), 200))
+	// Adding a member the group has changes nothing, and writes nothing;
+	// removing one it has not is refused, naming them and the command
+	// that lists the group's members.
+	g = asGroup(w.must(w.do("PATCH", "/v1/groups/finance", w.owner, map[string]any{"add": []string{ana}}), 200))
 	if g.Version != 3 || len(g.Members) != 2 {
 		t.Errorf("after a change that changes nothing: %+v", g)
+	}
+	if e := w.must(w.do("PATCH", "/v1/groups/finance", w.owner, map[string]any{"add": []string{ana}, "remove": []string{bo}}), 409).apiErr(); e.Code != api.CodeConflict ||
+		e.Message != "Bo Li ("+bo+") is not in group finance, so it cannot be taken out of it; list the group's members with stead groups show finance (GET /v1/groups/finance)" {
+		t.Errorf("remove a member the group has not: %s %s", e.Code, e.Message)
+	}
+	if g = asGroup(w.must(w.do("GET", "/v1/groups/finance", w.owner, nil), 200)); g.Version != 3 {
+		t.Errorf("a refused remove changed the group: %+v", g)
 	}
 
 	// Removed from the project: still in the group, marked; cannot join
@@ -125,7 +133,7 @@ func TestGroups(t *testing.T) {
 func TestGroupsRules(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
-	ana := w.addMember("Ana Diaz", "approver")
+	ana, vic := w.addMember("Ana Diaz", "approver"), w.addMember("Vic Ng", "viewer")
 	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance", "members": []string{ana}}), 201)
 	before := w.snapshot()
 
@@ -137,7 +145,10 @@ func TestGroupsRules(t *testing.T) {
 		{"capitals", "POST", "/v1/groups", map[string]any{"name": "Finance"}, "name", `must start with a lowercase letter and hold only lowercase letters, digits and hyphens, at most 40 characters, like "finance" or "refunds-eu" (got "Finance")`},
 		{"no name", "POST", "/v1/groups", map[string]any{"members": []string{ana}}, "name", `(got "")`},
 		{"too long a name", "POST", "/v1/groups", map[string]any{"name": strings.Repeat("a", 41)}, "name", "at most 40 characters"},
-		{"unknown member", "POST", "/v1/groups", map[string]any{"name": "legal", "members": []string{ana, "mem_nope"}}, "members[1]", "mem_nope is no member of this project; name each member by their id (mem_…), listed by GET /v1/members"},
+		{"unknown member", "POST", "/v1/groups", map[string]any{"name": "legal", "members": []string{ana, "mem_nope"}}, "members[1]", "mem_nope is no member of this project; name each member by their id (mem_…), listed by stead members list (GET /v1/members)"},
+		{"a viewer", "POST", "/v1/groups", map[string]any{"name": "legal", "members": []string{ana, vic}}, "members[1]",
+			"Vic Ng (" + vic + ") is a viewer, who cannot decide approvals, so no group may ask them; make them an approver first (stead members set-role " + vic + " --role approver, or PATCH /v1/members/" + vic + ` {"role": "approver"}), then add them`},
+		{"add a viewer", "PATCH", "/v1/groups/finance", map[string]any{"add": []string{vic}}, "add[0]", "Vic Ng (" + vic + ") is a viewer"},
 		{"empty member", "POST", "/v1/groups", map[string]any{"name": "legal", "members": []string{""}}, "members[0]", "is required"},
 		{"long description", "POST", "/v1/groups", map[string]any{"name": "legal", "description": strings.Repeat("d", 201)}, "description", "shorten it to at most 200"},
 		{"two-line description", "PATCH", "/v1/groups/finance", map[string]any{"description": "a\nb"}, "description", "one line"},
@@ -151,7 +162,7 @@ func TestGroupsRules(t *testing.T) {
 			refused(t, w.do(c.method, c.path, w.owner, c.body), c.field, c.says)
 		})
 	}
-	if e := w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 409).apiErr(); !strings.Contains(e.Message, "group finance already exists; change it with PATCH /v1/groups/finance") {
+	if e := w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 409).apiErr(); !strings.Contains(e.Message, "group finance already exists; change its members with stead groups add or rm (PATCH /v1/groups/finance), or choose another name") {
 		t.Errorf("a taken name: %s", e.Message)
 	}
 	w.must(w.do("PATCH", "/v1/groups/legal", w.owner, map[string]any{"description": "x"}), 404)

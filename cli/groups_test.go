@@ -7,7 +7,8 @@ import (
 
 // TestGroups: create a group naming members by name and email, add one by
 // id, take one out, show, list and delete it; names that match no member
-// or several are refused with what there is; --json on each.
+// or several are refused with what there is, and so are a viewer and
+// taking out a member the group has not; --json on each.
 func TestGroups(t *testing.T) {
 	t.Parallel()
 	s := newTestStack(t)
@@ -17,9 +18,12 @@ func TestGroups(t *testing.T) {
 		return jsonField(t, r.stdout, "id")
 	}
 	ana := add("Ana Diaz", "ana@example.com", "approver")
-	bo := add("Bo Li", "bo@example.com", "viewer")
+	bo := add("Bo Li", "bo@example.com", "approver")
 	cy := add("Cy Ng", "cy@example.com", "developer")
-	cy2 := add("Cy Ng", "cy.ng@example.com", "approver")
+	// Members have unique names, but a key made without a member is one of
+	// its own, named after the key.
+	cy2 := "mem_" + jsonField(t, s.mustCLI("--json", "keys", "create", "--name", "Cy Ng", "--role", "approver").stdout, "id")
+	di := add("Di Wu", "di@example.com", "viewer")
 
 	r := s.mustCLI("groups", "create", "finance", "--description", "Refunds over 1,000 EUR", "--member", "Ana Diaz", "--member", "bo@example.com")
 	if want := "created group finance: Ana Diaz, Bo Li\n"; r.stdout != want {
@@ -41,6 +45,17 @@ func TestGroups(t *testing.T) {
 	}
 	if r := s.mustCLI("groups", "rm", "finance", "Bo Li"); r.stdout != "finance: Ana Diaz, Cy Ng\n" {
 		t.Errorf("groups rm by name: %q", r.stdout)
+	}
+	r = s.cli("groups", "rm", "finance", "Bo Li")
+	if want := "Bo Li (" + bo + ") is not in group finance, so it cannot be taken out of it; list the group's members with stead groups show finance"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("groups rm of a member the group has not: %s, want %q", r, want)
+	}
+	r = s.cli("groups", "add", "finance", "Di Wu")
+	if want := "Di Wu (" + di + ") is a viewer, who cannot decide approvals, so no group may ask them; make them an approver first (stead members set-role " + di + " --role approver"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("groups add of a viewer: %s, want %q", r, want)
+	}
+	if r := s.cli("groups", "create", "legal", "--member", "di@example.com"); r.code != 1 || !strings.Contains(r.stderr, "is a viewer") {
+		t.Errorf("groups create with a viewer: %s", r)
 	}
 
 	// Cy leaves the project: the group marks them, and they can be taken
