@@ -30,6 +30,7 @@ const (
 	CodeNotAnApprover        = "not_an_approver"        // 403
 	CodeAlreadyVoted         = "already_voted"          // 409
 	CodeApprovalChanged      = "approval_changed"       // 409
+	CodeMemberExists         = "member_exists"          // 409
 	CodePayloadTooLarge      = "payload_too_large"      // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422

@@ -102,7 +102,7 @@ func (req memberRequest) check(create bool) (name, email string, role approvals.
 		}
 	}
 	if !create && (req.Key || req.KeyName != "") {
-		problems = append(problems, wire.FieldProblem{Field: "key", Message: "keys are created with POST /v1/keys {\"member\": ID} or with the member (POST /v1/members)"})
+		problems = append(problems, wire.FieldProblem{Field: "key", Message: "keys are created with the member (stead members add NAME --key; POST /v1/members {\"key\": true}) or for one with POST /v1/keys {\"member\": ID}"})
 	}
 	if p := textProblem(req.KeyName, false, 100); p != "" {
 		problems = append(problems, wire.FieldProblem{Field: "keyName", Message: p})
@@ -206,7 +206,7 @@ func (s *Server) createMember(w http.ResponseWriter, r *http.Request, c *caller)
 	}
 	out := memberOf(m)
 	if !req.Key {
-		if err := s.store.CreateMember(r.Context(), m); err != nil {
+		if err := memberError(s.store.CreateMember(r.Context(), m), m.ID, ""); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusCreated, out)
@@ -217,7 +217,7 @@ func (s *Server) createMember(w http.ResponseWriter, r *http.Request, c *caller)
 		return err
 	}
 	k.MemberID, k.MemberName = m.ID, m.Name
-	if err := s.store.CreateMemberWithKey(r.Context(), m, k); err != nil {
+	if err := memberError(s.store.CreateMemberWithKey(r.Context(), m, k), m.ID, ""); err != nil {
 		return err
 	}
 	key := keyOf(k)
@@ -351,7 +351,7 @@ func (s *Server) updateMyNotifications(w http.ResponseWriter, r *http.Request, c
 // that is no member's.
 func (s *Server) myMember(r *http.Request, c *caller) (store.Member, error) {
 	if c.kind != keyCred || c.key.MemberID == "" {
-		return store.Member{}, conflict("this credential belongs to no member, so it has no notification settings; use a member's API key (stead keys create --member ID)")
+		return store.Member{}, conflict("this credential belongs to no member, so it has no notification settings; use a member's API key (stead members add NAME --role ROLE --key makes a member with one; POST /v1/keys {\"member\": ID} gives a member another)")
 	}
 	m, err := s.store.GetMember(r.Context(), c.actor.ProjectID, c.key.MemberID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && m.Removed()) {
@@ -380,15 +380,35 @@ func (s *Server) member(r *http.Request, c *caller) (store.Member, error) {
 
 // memberError translates the store's refusals for member id.
 func memberError(err error, id, what string) error {
+	var taken *store.MemberTakenError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &taken):
+		return memberExists(taken)
 	case errors.Is(err, store.ErrNotFound):
-		return notFound("member %s not found (list them with GET /v1/members)", id)
+		return notFound("member %s not found (list them with stead members list, or GET /v1/members)", id)
 	case errors.Is(err, store.ErrLastOwner):
-		return conflict("member %s is the project's last owner; make another member an owner before you %s", id, what)
+		return conflict("member %s is the project's last owner; make another member an owner (stead members set-role NAME --role owner) before you %s", id, what)
 	case errors.Is(err, store.ErrConflict):
 		return conflict("member %s was changed at the same time; read it again and retry", id)
 	}
 	return err
+}
+
+// memberExists is the 409 of a write that would give a member the name or
+// email another member has: it names that member and what to do.
+func memberExists(e *store.MemberTakenError) *Error {
+	o := e.Existing
+	has := fmt.Sprintf("is already named %q", e.Value)
+	if e.Field == "email" {
+		has = fmt.Sprintf("(%s) already has the email %s", o.Name, e.Value)
+	}
+	return &Error{
+		Status: http.StatusConflict, Code: CodeMemberExists,
+		Message: fmt.Sprintf("member %s %s, and a name or an email names one member of a project; "+
+			"change that member instead (stead members set-role %s --role ROLE, or PATCH /v1/members/%s), or choose another %s",
+			o.ID, has, o.ID, o.ID, e.Field),
+		Details: map[string]any{"field": e.Field, "memberId": o.ID},
+	}
 }

@@ -275,3 +275,73 @@ func TestMemberNotifications(t *testing.T) {
 		t.Errorf("a customer token has notification settings: %+v", cust.Notify)
 	}
 }
+
+// A second member with a member's name, or email in any case, is a 409
+// member_exists naming the member that has it and the command that changes
+// it, and writes nothing; so is a rename to one. A removed member's name
+// and email are free again.
+func TestMembersUniqueNamesAndEmails(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	var ana wire.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana", "role": "approver", "email": "ana@example.com"}), 201).decode(&ana)
+	exists := func(r *response, field, says string) {
+		t.Helper()
+		e := w.must(r, 409).apiErr()
+		if e.Code != api.CodeMemberExists || e.Details["memberId"] != ana.ID || e.Details["field"] != field || !strings.Contains(e.Message, says) {
+			t.Errorf("error %s %q %v; want member_exists of the %s of %s, saying %q", e.Code, e.Message, e.Details, field, ana.ID, says)
+		}
+	}
+	before := w.snapshot()
+	exists(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana", "role": "approver", "email": "ana@example.com"}), "name",
+		"member "+ana.ID+` is already named "Ana", and a name or an email names one member of a project; `+
+			"change that member instead (stead members set-role "+ana.ID+" --role ROLE, or PATCH /v1/members/"+ana.ID+"), or choose another name")
+	exists(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver", "email": "ANA@example.com"}), "email",
+		"member "+ana.ID+" (Ana) already has the email ANA@example.com")
+	exists(w.do("POST", "/v1/members", w.owner, map[string]any{"name": " Ana ", "role": "viewer", "key": true}), "name", "already named")
+	if after := w.snapshot(); after != before {
+		t.Errorf("refused creates changed state:\nbefore %s\nafter  %s", before, after)
+	}
+
+	var bo wire.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo", "role": "approver"}), 201).decode(&bo)
+	exists(w.do("PATCH", "/v1/members/"+bo.ID, w.owner, map[string]any{"name": "Ana"}), "name", "already named")
+	exists(w.do("PATCH", "/v1/members/"+bo.ID, w.owner, map[string]any{"email": "Ana@Example.com"}), "email", "already has the email")
+	w.must(w.do("PATCH", "/v1/members/"+ana.ID, w.owner, map[string]any{"name": "Ana", "email": "ana@example.com", "role": "developer"}), 200)
+
+	w.must(w.do("DELETE", "/v1/members/"+ana.ID, w.owner, nil), 200)
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana", "role": "approver", "email": "ana@example.com"}), 201)
+}
+
+// Messages that point at a list name the CLI's command as well as the
+// route: the CLI, the console and API clients show the same message.
+func TestMessagesNameTheCommandAndTheRoute(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	for _, c := range []struct {
+		method, path string
+		body         any
+		status       int
+		says         string
+	}{
+		{"GET", "/v1/members/mem_nope", nil, 404, "member mem_nope not found (list them with stead members list, or GET /v1/members)"},
+		{"POST", "/v1/keys", map[string]any{"member": "mem_nope"}, 400, "no member mem_nope in this project (list them with stead members list, or GET /v1/members)"},
+		{"PATCH", "/v1/members/mem_nope", map[string]any{"key": true}, 400, "stead members add NAME --key; POST /v1/members"},
+		{"GET", "/v1/rules/rul_nope", nil, 404, "rule rul_nope not found (list them with stead rules list --all, or GET /v1/rules?status=all)"},
+		{"GET", "/v1/groups/nope", nil, 404, `group "nope" not found (list them with stead groups list, or GET /v1/groups)`},
+		{"POST", "/v1/groups", map[string]any{"name": "legal", "members": []string{"mem_nope"}}, 400, "listed by stead members list (GET /v1/members)"},
+		{"POST", "/v1/agents/nope/runs", map[string]any{"endUserId": "alice"}, 404, "list the deployed agents with stead agents (GET /v1/agents)"},
+		{"POST", "/v1/mcp-keys", map[string]any{"agent": "nope", "endUserId": "alice"}, 400, "list the deployed agents with stead agents (GET /v1/agents)"},
+		{"DELETE", "/v1/mcp-keys/mcp_nope", nil, 404, "MCP key mcp_nope not found (list them with stead mcp-keys list, or GET /v1/mcp-keys)"},
+		{"GET", "/v1/webhooks/whe_nope", nil, 404, "webhook whe_nope not found (list them with stead webhooks list, or GET /v1/webhooks)"},
+		{"POST", "/v1/customer-tokens/revoke", map[string]any{"token": "stc_garbage"}, 400, "as stead token END_USER or POST /v1/customer-tokens issued it"},
+	} {
+		if e := w.must(w.do(c.method, c.path, w.owner, c.body), c.status).apiErr(); !strings.Contains(e.Message, c.says) {
+			t.Errorf("%s %s: %q, want it to say %q", c.method, c.path, e.Message, c.says)
+		}
+	}
+	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 201)
+	if e := w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance"}), 409).apiErr(); !strings.Contains(e.Message, "stead groups add or rm (PATCH /v1/groups/finance)") {
+		t.Errorf("a taken group name: %s", e.Message)
+	}
+}

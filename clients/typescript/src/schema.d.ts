@@ -1260,15 +1260,17 @@ export interface components {
              * @description Stable and machine-readable; each code goes with one status (api/errors.go). Clients switch on it.
              * @enum {string}
              */
-            code: "invalid_argument" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "approval_not_pending" | "approval_expired" | "not_an_approver" | "already_voted" | "approval_changed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "internal" | "unavailable";
+            code: "invalid_argument" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "approval_not_pending" | "approval_expired" | "not_an_approver" | "already_voted" | "approval_changed" | "member_exists" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "internal" | "unavailable";
             /** @description What happened and what to do, for people. */
             message: string;
-            /** @description Data for the code: `fields` for invalid_argument; `field`, `code` and `problems` for a refused config or bundle; the approval's state (approvalId, runId, status, …) for the approval_* codes, not_an_approver and already_voted; retryAfterSeconds for rate_limited. */
+            /** @description Data for the code: `fields` for invalid_argument; `field`, `code` and `problems` for a refused config or bundle; the approval's state (approvalId, runId, status, …) for the approval_* codes, not_an_approver and already_voted; `field` and `memberId` for member_exists; retryAfterSeconds for rate_limited. */
             details?: {
                 /** @description invalid_argument: each bad field of the request. */
                 fields?: components["schemas"]["FieldProblem"][];
-                /** @description A refused config or bundle: `config` or `bundle`. */
+                /** @description A refused config or bundle: `config` or `bundle`; member_exists: `name` or `email`, what another member has. */
                 field?: string;
+                /** @description member_exists: the member that already has the name or email. */
+                memberId?: string;
                 /** @description A refused config, bundle or remembered decision: the specific problem. */
                 code?: string;
                 /** @description A refused config or bundle: every problem found. */
@@ -2690,7 +2692,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description conflict, or approval_not_pending, approval_expired, already_voted, approval_changed. */
+        /** @description conflict, or approval_not_pending, approval_expired, already_voted, approval_changed, member_exists. */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3771,7 +3773,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
+                    /** @description Unique among the project's current members (else 409 member_exists). */
                     name: string;
+                    /** @description Unique among the project's current members, in any case (else 409 member_exists). */
                     email?: string;
                     /** @enum {string} */
                     role: "owner" | "developer" | "approver" | "viewer";
@@ -3878,7 +3882,9 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": {
+                    /** @description Unique among the project's current members (else 409 member_exists). */
                     name?: string;
+                    /** @description Unique among the project's current members, in any case (else 409 member_exists). */
                     email?: string;
                     /** @enum {string} */
                     role?: "owner" | "developer" | "approver" | "viewer";
@@ -3948,7 +3954,7 @@ export interface operations {
                 "application/json": {
                     name: string;
                     description?: string;
-                    /** @description Member ids. */
+                    /** @description Member ids, each of a current member whose role may decide approvals (not a viewer). */
                     members?: string[] | null;
                 };
             };
@@ -4047,9 +4053,9 @@ export interface operations {
             content: {
                 "application/json": {
                     description?: string;
-                    /** @description Member ids to add. */
+                    /** @description Member ids to add, each of a current member whose role may decide approvals (not a viewer). */
                     add?: string[];
-                    /** @description Member ids to remove. */
+                    /** @description Member ids to remove, each in the group (else 409). */
                     remove?: string[];
                 };
             };
