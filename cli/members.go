@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"stead/api/wire"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -16,7 +17,7 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "The project's members: the people who decide, and their keys",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("members needs a subcommand: add, list, show, rm, link-slack or unlink-slack")
+			return usagef("members needs a subcommand: add, list, show, set-role, rm, link-slack or unlink-slack")
 		},
 	}
 	var email, role string
@@ -33,7 +34,7 @@ func (a *app) membersCommand() *cobra.Command {
 			if email != "" {
 				body["email"] = email
 			}
-			return a.memberCall(cmd.Context(), request{method: http.MethodPost, path: "/v1/members", body: body}, "added")
+			return a.memberCall(cmd.Context(), request{method: http.MethodPost, path: "/v1/members", body: body}, did("added"))
 		},
 	}
 	add.Flags().StringVar(&role, "role", "", "owner, developer, approver (reads and decides approvals) or viewer (reads)")
@@ -54,7 +55,7 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "Show a member and their keys",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.memberCall(cmd.Context(), request{method: http.MethodGet, path: path("v1", "members", args[0])}, "")
+			return a.memberCall(cmd.Context(), request{method: http.MethodGet, path: path("v1", "members", args[0])}, nil)
 		},
 	}
 	rm := &cobra.Command{
@@ -62,9 +63,41 @@ func (a *app) membersCommand() *cobra.Command {
 		Short: "Remove a member: their keys stop working at once; traces keep their name",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.memberCall(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "members", args[0])}, "removed")
+			return a.memberCall(cmd.Context(), request{method: http.MethodDelete, path: path("v1", "members", args[0])}, did("removed"))
 		},
 	}
+	var newRole string
+	setRole := &cobra.Command{
+		Use:   "set-role NAME|ID --role ROLE",
+		Short: "Change a member's role (owner key required): their keys have it at once",
+		Long: `Change a member's role (owner key required). The member is named by id
+(mem_…), exact name or email, as for link-slack. Their keys have the new role
+at once: an approver decides approvals, a viewer only reads. The project keeps
+at least one owner: to change or remove the last one, make another member an
+owner first (stead members set-role NAME --role owner).`,
+		Args: exactArgs("NAME|ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if newRole == "" {
+				return usagef("set-role needs --role: owner, developer, approver or viewer")
+			}
+			if err := checkRole(newRole); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ids, err := c.memberIDs(cmd.Context(), []string{args[0]}, false)
+			if err != nil {
+				return err
+			}
+			req := request{method: http.MethodPatch, path: path("v1", "members", ids[0]), body: map[string]any{"role": newRole}}
+			return a.memberCall(cmd.Context(), req, func(m wire.Member) string {
+				return fmt.Sprintf("%s (%s) is now %s %s", m.Name, m.ID, article(m.Role), m.Role)
+			})
+		},
+	}
+	setRole.Flags().StringVar(&newRole, "role", "", "owner, developer, approver (reads and decides approvals) or viewer (reads)")
 	var team, user string
 	link := &cobra.Command{
 		Use:   "link-slack ID --team T --user U",
@@ -83,7 +116,7 @@ member has one Slack account per workspace: linking another replaces it.`,
 			return a.linkSlack(cmd.Context(), args[0], func(chat []wire.ChatIdentity) []wire.ChatIdentity {
 				return append(slices.DeleteFunc(chat, func(c wire.ChatIdentity) bool { return c.Kind == "slack" && c.Team == team }),
 					wire.ChatIdentity{Kind: "slack", Team: team, User: user})
-			}, "linked Slack account of")
+			}, did("linked Slack account of"))
 		},
 	}
 	link.Flags().StringVar(&team, "team", "", "the Slack workspace's id (T…)")
@@ -98,17 +131,17 @@ member has one Slack account per workspace: linking another replaces it.`,
 				return slices.DeleteFunc(chat, func(c wire.ChatIdentity) bool {
 					return c.Kind == "slack" && (unlinkTeam == "" || c.Team == unlinkTeam)
 				})
-			}, "unlinked Slack account of")
+			}, did("unlinked Slack account of"))
 		},
 	}
 	unlink.Flags().StringVar(&unlinkTeam, "team", "", "only the account of this Slack workspace (T…)")
-	cmd.AddCommand(add, list, show, rm, link, unlink)
+	cmd.AddCommand(add, list, show, setRole, rm, link, unlink)
 	return cmd
 }
 
 // linkSlack changes a member's chat accounts with change and prints the
 // member (PATCH /v1/members/{id} with chat).
-func (a *app) linkSlack(ctx context.Context, member string, change func([]wire.ChatIdentity) []wire.ChatIdentity, done string) error {
+func (a *app) linkSlack(ctx context.Context, member string, change func([]wire.ChatIdentity) []wire.ChatIdentity, done func(wire.Member) string) error {
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -128,17 +161,31 @@ func (a *app) linkSlack(ctx context.Context, member string, change func([]wire.C
 	return a.memberCall(ctx, request{method: http.MethodPatch, path: path("v1", "members", ids[0]), body: map[string]any{"chat": chat}}, done)
 }
 
+// did is the first line of memberCall for a verb: "added approver Ana
+// Diaz (mem_…)".
+func did(verb string) func(wire.Member) string {
+	return func(m wire.Member) string { return fmt.Sprintf("%s %s %s (%s)", verb, m.Role, m.Name, m.ID) }
+}
+
+// article is "an" before a role that starts with a vowel, else "a".
+func article(role string) string {
+	if role != "" && strings.ContainsRune("aeiou", rune(role[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 // memberCall makes a request that answers with a member and prints it;
-// done, if set, is the verb of the first line ("added").
-func (a *app) memberCall(ctx context.Context, req request, done string) error {
+// first, if set, makes the first line (did), else it names the member.
+func (a *app) memberCall(ctx context.Context, req request, first func(wire.Member) string) error {
 	var m wire.Member
 	if done, err := a.callOrPrint(ctx, req, &m); done || err != nil {
 		return err
 	}
 	w := a.stdout()
 	now := a.now()
-	if done != "" {
-		fmt.Fprintf(w, "%s %s %s (%s)\n", done, m.Role, m.Name, m.ID)
+	if first != nil {
+		fmt.Fprintln(w, first(m))
 	} else {
 		fmt.Fprintf(w, "member %s  %s\n", m.ID, m.Name)
 	}

@@ -59,6 +59,64 @@ func TestMembers(t *testing.T) {
 	}
 }
 
+// TestMembersSetRole: set-role changes a member named by name, email or
+// id, their key has the role at once, --json prints the member; a missing
+// or bad --role is a usage error, an unknown name lists where to look. The
+// last owner cannot be removed, and the refusal names set-role. A second
+// member with a member's name is refused, naming the first.
+func TestMembersSetRole(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	r := s.mustCLI("members", "add", "Ana Diaz", "--email", "ana@example.com", "--role", "viewer", "--key")
+	id := regexp.MustCompile(`mem_[0-9a-z]+`).FindString(r.stdout)
+	key := regexp.MustCompile(`stk_[0-9a-z]+`).FindString(r.stdout)
+
+	if r := s.mustCLI("members", "set-role", "Ana Diaz", "--role", "approver"); !strings.HasPrefix(r.stdout, "Ana Diaz ("+id+") is now an approver\n  role ") {
+		t.Errorf("members set-role by name: %s", r.stdout)
+	}
+	run := s.startAwaiting("o-1001")
+	if r := s.run(cliEnv{EnvKey: key}, "approve", run.ApprovalID); r.code != 0 {
+		t.Errorf("Ana approves once an approver: %s", r)
+	}
+	if r := s.mustCLI("--json", "members", "set-role", "ana@example.com", "--role", "developer"); jsonField(t, r.stdout, "role") != "developer" || jsonField(t, r.stdout, "id") != id {
+		t.Errorf("members set-role --json by email: %s", r.stdout)
+	}
+	if r := s.mustCLI("members", "set-role", id, "--role", "viewer"); !strings.HasPrefix(r.stdout, "Ana Diaz ("+id+") is now a viewer") {
+		t.Errorf("members set-role by id: %s", r.stdout)
+	}
+	for _, args := range [][]string{{"members", "set-role", "Ana Diaz"}, {"members", "set-role", "Ana Diaz", "--role", "admin"}, {"members", "set-role", "--role", "owner"}} {
+		if r := s.cli(args...); r.code != ExitUsage {
+			t.Errorf("%v: %s, want exit 2", args, r)
+		}
+	}
+	if r := s.cli("members", "set-role", "Dee", "--role", "owner"); r.code != 1 || !strings.Contains(r.stderr, `no member "Dee" in this project`) {
+		t.Errorf("members set-role of an unknown member: %s", r)
+	}
+
+	var owner string
+	for _, line := range strings.Split(s.mustCLI("members", "list").stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == "owner" {
+			owner = f[0]
+		}
+	}
+	r = s.cli("members", "rm", owner)
+	if r.code != 1 || !strings.Contains(r.stderr, "last owner; make another member an owner (stead members set-role NAME --role owner) before you remove them") {
+		t.Errorf("members rm of the last owner: %s", r)
+	}
+	r = s.cli("members", "set-role", owner, "--role", "developer")
+	if r.code != 1 || !strings.Contains(r.stderr, "(stead members set-role NAME --role owner) before you change its role") {
+		t.Errorf("members set-role of the last owner: %s", r)
+	}
+
+	r = s.cli("members", "add", "Ana Diaz", "--email", "ana@example.com", "--role", "approver")
+	if want := "member " + id + ` is already named "Ana Diaz"`; r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "stead members set-role "+id) {
+		t.Errorf("members add of a second Ana Diaz: %s, want %q", r, want)
+	}
+	if r := s.mustCLI("members", "list"); strings.Count(r.stdout, "Ana Diaz") != 1 {
+		t.Errorf("members list after a refused add: %s", r.stdout)
+	}
+}
+
 // TestNotifications: stead notifications shows the caller's email setting,
 // --email sets it (the API then mails accordingly), a bad level is a
 // usage error; --json prints the settings.
