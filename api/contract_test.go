@@ -325,7 +325,7 @@ func TestServesOpenAPI(t *testing.T) {
 	}
 }
 
-// The pages the other tests do not ask for: /console redirects to
+// The pages the other tests do not ask for: /console and / redirect to
 // /console/ (the exchange before the redirect is the one checked), and
 // embed.js's styles.
 func TestServesConsoleRedirectAndStyles(t *testing.T) {
@@ -346,6 +346,22 @@ func TestServesConsoleRedirectAndStyles(t *testing.T) {
 	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "/console/" {
 		t.Errorf("GET /console: %d to %q, want 301 to /console/", resp.StatusCode, resp.Header.Get("Location"))
 	}
+	// The root, the address stead dev prints, sends a browser to the console.
+	req = w.request(http.MethodGet, "/", "", nil)
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExchange(t, exchange{req: req, status: resp.StatusCode, header: resp.Header, body: body})
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("GET /: %d to %q, want 302 to /console/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	w.must(w.do(http.MethodGet, "/nope", "", nil), http.StatusNotFound) // only the root itself
 	r := w.must(w.do(http.MethodGet, "/embed.css", "", nil), http.StatusOK)
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/css") {
 		t.Errorf("GET /embed.css: content type %q", ct)

@@ -49,7 +49,7 @@ const StatusContentSecurityPolicy = "default-src 'self'; script-src 'self'; styl
 
 // Routes are the path patterns (net/http.ServeMux syntax, for GET) the
 // Handler serves; mount it on each.
-var Routes = []string{"/console", "/console/", "/status/{runId}", "/embed.js", "/embed.css"}
+var Routes = []string{"/{$}", "/console", "/console/", "/status/{runId}", "/embed.js", "/embed.css"}
 
 // Handler serves the embedded pages. It is safe for concurrent use.
 type Handler struct {
@@ -158,6 +158,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == "/console":
 		http.Redirect(w, r, "/console/", http.StatusMovedPermanently)
+		return
+	case p == "/": // the address stead dev prints: a person opening it wants the console
+		http.Redirect(w, r, "/console/", http.StatusFound)
 		return
 	case strings.HasPrefix(p, "/status/"):
 		if id := strings.TrimPrefix(p, "/status/"); id != "" && !strings.Contains(id, "/") {
