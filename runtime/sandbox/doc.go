@@ -21,8 +21,10 @@
 //   - Time: the worker interrupts its VM at the call's deadline; if the
 //     call has not ended Options.Grace after it, the parent kills the worker
 //     (SIGKILL) → jsvm.CodeTimeout. With jsvm.Invocation.Timeout the
-//     deadline is counted from when a worker is free for the call: waiting
-//     for one is bounded by ctx and Invocation.StartBy (jsvm.CodeBusy). The parent's kill is the guarantee:
+//     deadline is counted from when a worker is free and loaded for the
+//     call: waiting for one is bounded by ctx and Invocation.StartBy
+//     (jsvm.CodeBusy), and starting a fresh one by Options.StartTimeout.
+//     The parent's kill is the guarantee:
 //     regexp2's match timeout is not used, since goja turns a match that
 //     timed out into "no match" — a wrong answer instead of a failure.
 //   - Memory: inside the worker, jsvm's heap watchdog and size-checked

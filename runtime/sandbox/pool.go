@@ -37,7 +37,8 @@ type Options struct {
 	// 2 × GOMAXPROCS + 2 when zero. MaxPerTenant bounds one tenant's share
 	// (half of MaxWorkers, at least 1), so one project's hostile handlers
 	// cannot hold every worker. A call waits for a free slot for as long
-	// as ctx and its StartBy allow; its Timeout starts once it has one.
+	// as ctx and its StartBy allow; its Timeout starts once it has one and
+	// a worker is loaded for it.
 	MaxWorkers   int
 	MaxPerTenant int
 	// MaxIdlePerBundle and MaxIdle bound the warm workers kept per (tenant,
@@ -245,20 +246,23 @@ func (p *Pool) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation
 		return res, p.contextError(ctx, start, "while waiting for a free sandbox worker")
 	}
 	defer p.releaseSlot(inv.Tenant)
-	if inv.Timeout > 0 {
-		// The call's time starts now, the wait for a worker over.
-		start = time.Now()
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
-		defer cancel()
-	}
-	key := poolKey(inv.Tenant, b.Digest)
-	pr, err := p.take(ctx, key, b)
+	// Starting a worker (a process, the bundle loaded in it) is bounded by
+	// StartTimeout and ctx, not by the call's Timeout: it is not the
+	// handler's time, and a fresh start on a loaded machine can take a
+	// good part of a short timeoutMs.
+	pr, err := p.take(ctx, poolKey(inv.Tenant, b.Digest), b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, p.contextError(ctx, start, "while starting a sandbox worker")
 		}
 		return res, err
+	}
+	if inv.Timeout > 0 {
+		// The call's time starts now, with a worker ready for it.
+		start = time.Now()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, inv.Timeout)
+		defer cancel()
 	}
 	res, err, keep := pr.call(ctx, p, &inv, start)
 	if keep {

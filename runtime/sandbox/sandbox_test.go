@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -292,13 +293,13 @@ func TestTimeoutStartsWithTheWorker(t *testing.T) {
 	b := load(t, `let runs = 0;
 export async function nap(input) { runs++; await new Promise(r => setTimeout(r, input.ms)); return runs; }`)
 	nap := func(ms int) jsvm.Invocation {
-		return jsvm.Invocation{Export: "nap", Input: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms)), Timeout: 600 * time.Millisecond}
+		return jsvm.Invocation{Export: "nap", Input: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms)), Timeout: 1500 * time.Millisecond}
 	}
 	holding := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		close(holding)
-		if _, e := invoke(t, p, b, 10*time.Second, nap(400)); e != nil {
+		if _, e := invoke(t, p, b, 10*time.Second, nap(1000)); e != nil {
 			t.Errorf("the first call: %v", e)
 		}
 	})
@@ -319,12 +320,12 @@ export async function nap(input) { runs++; await new Promise(r => setTimeout(r, 
 	}
 
 	start = time.Now()
-	res, e := invoke(t, p, b, 10*time.Second, nap(450))
+	res, e := invoke(t, p, b, 10*time.Second, nap(1100))
 	if e != nil {
 		t.Fatalf("a call that waited for the worker, then ran within its Timeout: %v", e)
 	}
-	if d := time.Since(start); d < 600*time.Millisecond {
-		t.Errorf("the second call took %s: it should have waited for the first (some 250 ms) and then napped 450 ms, more than its 600 ms Timeout in all", d)
+	if d := time.Since(start); d < 1500*time.Millisecond {
+		t.Errorf("the second call took %s: it should have waited for the first (some 850 ms) and then napped 1100 ms, more than its 1500 ms Timeout in all", d)
 	}
 	if string(res.Output) != "2" {
 		t.Errorf("runs = %s, want 2: the busy and the bounded calls must not have run", res.Output)
@@ -332,6 +333,38 @@ export async function nap(input) { runs++; await new Promise(r => setTimeout(r, 
 	wg.Wait()
 	if _, e := invoke(t, p, b, 10*time.Second, nap(5000)); e == nil || e.Code != jsvm.CodeTimeout {
 		t.Errorf("a call longer than its Timeout: %v, want %s", e, jsvm.CodeTimeout)
+	}
+}
+
+// Starting a fresh worker does not count against the call's Timeout: with
+// a worker binary that takes 400 ms to start, a call with a 200 ms Timeout
+// on a cold pool runs, and succeeds.
+func TestTimeoutExcludesTheWorkersStart(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/bin/sleep"); err != nil {
+		t.Skip("needs /bin/sh and /bin/sleep")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := filepath.Join(t.TempDir(), "slow-worker.sh")
+	script := "#!/bin/sh\n/bin/sleep 0.4\nexec '" + self + "' \"$@\"\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, sandbox.Options{Path: slow, MaxWorkers: 1, MaxPerTenant: 1})
+	b := load(t, `export async function quick() { return "ok"; }`)
+	start := time.Now()
+	res, e := invoke(t, p, b, 10*time.Second, jsvm.Invocation{Export: "quick", Timeout: 200 * time.Millisecond})
+	if e != nil {
+		t.Fatalf("a quick call on a worker whose start outlasted its Timeout: %v", e)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Errorf("the call took %s: the worker's start, 400 ms, should have come first", d)
+	}
+	if string(res.Output) != `"ok"` {
+		t.Errorf("output %s, want \"ok\"", res.Output)
 	}
 }
 
