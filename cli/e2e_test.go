@@ -213,8 +213,13 @@ func TestEndToEnd(t *testing.T) {
 	srv.stop(t)
 }
 
-// buildStead builds the stead binary into dir.
+// buildStead builds the stead binary into dir — or, when STEAD_TEST_BIN
+// names one, uses that: benchmarks can then compare two builds
+// interleaved (docs/performance.md).
 func buildStead(dir string) (bin string, out []byte, err error) {
+	if prebuilt := os.Getenv("STEAD_TEST_BIN"); prebuilt != "" {
+		return prebuilt, nil, nil
+	}
 	bin = filepath.Join(dir, "stead")
 	out, err = exec.Command("go", "build", "-o", bin, "stead/cli/stead").CombinedOutput()
 	return bin, out, err
