@@ -207,6 +207,8 @@ func OpenStack(cfg StackConfig) (*Stack, error) {
 		WorkerID: workerID(),
 		Models:   engine.ModelOptions{Egress: cfg.Egress},
 		Purger:   st,
+		// bbolt's lock keeps every other process out of the store.
+		SoleWriter: true,
 
 		Notifications: notifier,
 	})

@@ -180,6 +180,12 @@ type Config struct {
 	// sweep: boltstore.Store, opened with a Retention. DynamoDB's time to
 	// live needs none.
 	Purger Purger
+	// SoleWriter says that no other process writes this store's runs
+	// (stead dev: bbolt's lock keeps other processes out), so every write
+	// of a run is this engine's: a wait that begins right after a run's
+	// create is then answered with what this engine's writes returned,
+	// without reading the run back.
+	SoleWriter bool
 	// PollInterval is how often waiters re-read a run changed by another
 	// process; 1s when zero.
 	PollInterval time.Duration
@@ -253,8 +259,10 @@ type Engine struct {
 	idMu sync.Mutex
 	ids  *ulid.MonotonicEntropy
 
+	// running are the executions in this process, by run, for Cancel to
+	// interrupt (see listen).
 	runningMu sync.Mutex
-	running   map[string]context.CancelFunc
+	running   map[string]*listener
 
 	// keys caches project signing keys by project id.
 	keys sync.Map
@@ -268,10 +276,10 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:     cfg,
 		store:   cfg.Store,
-		watch:   newHub(),
-		running: map[string]context.CancelFunc{},
+		running: map[string]*listener{},
 		ids:     ulid.Monotonic(cfg.Entropy, 0),
 		mcp:     newMCPClient(cfg),
+		watch:   newHub(cfg.SoleWriter),
 	}
 	if cfg.Notifications != nil {
 		e.store = notifying{Store: cfg.Store, n: cfg.Notifications}

@@ -56,39 +56,23 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	if !claimable(r, now) {
 		return nil
 	}
-	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
+	d, ag, err := e.agentOf(ctx, r)
 	if err != nil {
-		if unrunnable(err) {
-			return e.failUnrunnable(ctx, r, err)
+		var ue *unrunnableError
+		if errors.As(err, &ue) {
+			return e.failUnrunnable(ctx, r, ue.cause)
 		}
 		return fmt.Errorf("execute %s: %w", runID, err)
-	}
-	ag, ok := d.config.Agent(r.Agent)
-	if !ok {
-		return e.failUnrunnable(ctx, r, fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment))
-	}
-	if r.Tool != "" {
-		if ag, ok = ag.Call(r.Tool); !ok {
-			return e.failUnrunnable(ctx, r, fmt.Errorf("agent %q of deployment %d has no tool %q", r.Agent, r.Deployment, r.Tool))
-		}
 	}
 	lease := e.lease(d.config, ag)
 
 	// Listen for a local cancel before claiming, so that a cancel landing
 	// right after the claim still interrupts this execution.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	e.runningMu.Lock()
-	e.running[runID] = cancel
-	e.runningMu.Unlock()
-	defer func() {
-		e.runningMu.Lock()
-		delete(e.running, runID)
-		e.runningMu.Unlock()
-	}()
+	ctx, stop := e.listen(ctx, runID)
+	defer stop()
 
 	r, err = e.store.ClaimRun(ctx, store.ClaimParams{
-		RunID: runID, Owner: e.cfg.WorkerID + "/" + e.newID("lease"), Until: now.Add(lease), Now: now,
+		RunID: runID, Owner: e.leaseOwner(), Until: now.Add(lease), Now: now,
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
@@ -97,11 +81,17 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 		return fmt.Errorf("claim %s: %w", runID, err)
 	}
 	e.watch.publish(r)
+	return e.executeClaimed(ctx, r, d, ag, lease)
+}
 
+// executeClaimed executes r, which this process has just claimed, with its
+// deployment d and agent ag, until it ends or waits for an approval.
+func (e *Engine) executeClaimed(ctx context.Context, r store.Run, d *deployment, ag *agent.Agent, lease time.Duration) error {
 	// A claim that retries (the last worker stopped mid-step) holds no
 	// steps: each is recorded as it completes, so the attempts counted
 	// belong to the step that keeps failing, not to a batch before it.
 	x := &execution{e: e, run: r, dep: d, agent: ag, lease: lease, noHold: r.Attempts > 1}
+	var err error
 	if limit := e.maxAttempts(); r.Attempts > limit {
 		step := ag.Steps[r.Cursor].ID
 		err = x.fail(ctx, step, CodeInternal, fmt.Sprintf(
@@ -110,10 +100,65 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	} else {
 		err = x.execute(ctx)
 	}
-	if errors.Is(err, errStop) {
+	if errors.Is(err, errStop) || (err != nil && ctx.Err() != nil) {
+		// Stopped, or interrupted (a cancel, the pool stopping) whatever
+		// it was doing: the run stays as stored — cancelled, or claimed
+		// until its lease runs out.
 		return nil
 	}
 	return err
+}
+
+// leaseOwner names one claim by this process.
+func (e *Engine) leaseOwner() string { return e.cfg.WorkerID + "/" + e.newID("lease") }
+
+// listen makes ctx end when Cancel cancels runID in this process, until
+// stop (which may be called more than once).
+func (e *Engine) listen(ctx context.Context, runID string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &listener{cancel: cancel}
+	e.runningMu.Lock()
+	e.running[runID] = l
+	e.runningMu.Unlock()
+	return ctx, func() {
+		e.runningMu.Lock()
+		if e.running[runID] == l { // not a later execution's
+			delete(e.running, runID)
+		}
+		e.runningMu.Unlock()
+		cancel()
+	}
+}
+
+// listener is one execution's entry in Engine.running.
+type listener struct{ cancel context.CancelFunc }
+
+// unrunnableError: the run's deployment cannot run it, and never will.
+type unrunnableError struct{ cause error }
+
+func (e *unrunnableError) Error() string { return e.cause.Error() }
+
+// agentOf returns the deployment and the agent that execute r: the agent
+// of r's deployment, or for a run of one tool call that agent narrowed to
+// the tool. Errors: *unrunnableError, or the store's.
+func (e *Engine) agentOf(ctx context.Context, r store.Run) (*deployment, *agent.Agent, error) {
+	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
+	if err != nil {
+		if unrunnable(err) {
+			return nil, nil, &unrunnableError{err}
+		}
+		return nil, nil, err
+	}
+	ag, ok := d.config.Agent(r.Agent)
+	if !ok {
+		return nil, nil, &unrunnableError{fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment)}
+	}
+	if r.Tool != "" {
+		if ag, ok = ag.Call(r.Tool); !ok {
+			return nil, nil, &unrunnableError{fmt.Errorf("agent %q of deployment %d has no tool %q", r.Agent, r.Deployment, r.Tool)}
+		}
+	}
+	return d, ag, nil
 }
 
 // MaxAttempts is how many times a step is tried (claims that did not end

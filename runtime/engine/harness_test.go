@@ -207,11 +207,13 @@ type harness struct {
 	cfg engine.Config
 	// env is what the engine's LookupEnv sees (model API keys); sleeps
 	// records the retry waits the engine asked for (it never really sleeps).
-	env     map[string]string
-	sleeps  *sleeps
-	store   store.Store
-	clock   *testclock.Clock
-	queue   *queue
+	env    map[string]string
+	sleeps *sleeps
+	store  store.Store
+	clock  *testclock.Clock
+	queue  *queue
+	// pool is the engine's Pool when options.pool is set.
+	pool    *engine.Pool
 	project string
 	owner   approvals.Actor
 	dev     approvals.Actor
@@ -239,6 +241,11 @@ type options struct {
 	// retention opens the store with this boltstore.Options.Retention and
 	// makes it the engine's Purger.
 	retention time.Duration
+	// pool, if set, makes the engine dispatch to a started engine.Pool of
+	// that many workers and the store's SoleWriter, as stead dev does,
+	// instead of the test's queue: runs then execute on their own
+	// goroutines, and drain does nothing.
+	pool int
 }
 
 // sleeps is the engine's injected retry sleep: it records each wait and
@@ -323,9 +330,22 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 	if o.retention > 0 {
 		cfg.Purger = bolt
 	}
+	var pool *engine.Pool
+	if o.pool > 0 {
+		pool = engine.NewPool(o.pool, 64, func(runID string, err error) { t.Errorf("execute %s: %v", runID, err) })
+		cfg.Dispatch = pool
+		cfg.SoleWriter = true
+		// Waiters are woken in-process; the poll only covers other
+		// processes, of which this test has none.
+		cfg.PollInterval = time.Hour
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pool != nil {
+		pool.Start(eng.Execute)
+		t.Cleanup(func() { pool.Stop(context.Background()) })
 	}
 	ctx := context.Background()
 	for _, id := range []string{"prj_a", "prj_b"} {
@@ -334,7 +354,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		}
 	}
 	h := &harness{
-		t: t, ctx: ctx, eng: eng, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, project: "prj_a",
+		t: t, ctx: ctx, eng: eng, cfg: cfg, env: env, sleeps: sl, store: st, clock: clk, queue: q, pool: pool, project: "prj_a",
 		owner:    approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleOwner, ID: "key_owner"},
 		dev:      approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleDeveloper, ID: "key_dev"},
 		customer: approvals.Actor{ProjectID: "prj_a", Role: approvals.RoleCustomer, ID: "customer:alice", EndUserID: "alice"},

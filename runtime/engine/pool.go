@@ -15,13 +15,16 @@ var ErrQueueFull = errors.New("worker queue is full")
 // that call Execute. It is what `stead dev` uses; on AWS an async Lambda
 // invoke takes its place.
 type Pool struct {
-	queue   chan string
+	queue   chan task
 	workers int
 	onError func(runID string, err error)
 
 	mu     sync.Mutex
 	queued map[string]bool
 	closed bool
+	// busy counts workers executing a task, reserved the slots handed out
+	// and not yet used (see reserve).
+	busy, reserved int
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -38,7 +41,14 @@ func NewPool(n, q int, onError func(runID string, err error)) *Pool {
 	if q <= 0 {
 		q = 1024
 	}
-	return &Pool{queue: make(chan string, q), workers: n, onError: onError, queued: map[string]bool{}}
+	return &Pool{queue: make(chan task, q), workers: n, onError: onError, queued: map[string]bool{}}
+}
+
+// task is a run for a worker: dispatched by id (the worker calls Execute),
+// or created already claimed by this process (the worker calls run).
+type task struct {
+	runID string
+	run   func(ctx context.Context) error
 }
 
 // Dispatch queues a run. A run already waiting in the queue is not queued
@@ -53,11 +63,53 @@ func (p *Pool) Dispatch(_ context.Context, runID string) error {
 		return nil
 	}
 	select {
-	case p.queue <- runID:
+	case p.queue <- task{runID: runID}:
 		p.queued[runID] = true
 		return nil
 	default:
 		return ErrQueueFull
+	}
+}
+
+// slot is a worker of the pool kept free for one run (see Engine.handOff).
+type slot struct{ p *Pool }
+
+// reserve returns a slot when a worker is idle and nothing waits in the
+// queue, so that a run created claimed by this process starts at once
+// rather than queue behind others while its lease runs; nil otherwise. A
+// slot is used by run or given back by release.
+func (p *Pool) reserve() *slot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.busy+p.reserved+len(p.queue) >= p.workers {
+		return nil
+	}
+	p.reserved++
+	return &slot{p: p}
+}
+
+func (s *slot) release() {
+	s.p.mu.Lock()
+	s.p.reserved--
+	s.p.mu.Unlock()
+}
+
+// run hands fn, the execution of the claimed run runID, to a worker. It
+// reports false when the pool has stopped meanwhile: the run then stays
+// claimed until its lease runs out, and the sweeper dispatches it again.
+func (s *slot) run(runID string, fn func(ctx context.Context) error) bool {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reserved--
+	if p.closed {
+		return false
+	}
+	select {
+	case p.queue <- task{runID: runID, run: fn}:
+		return true
+	default: // cannot happen: reserve saw room for it
+		return false
 	}
 }
 
@@ -67,17 +119,37 @@ func (p *Pool) Start(exec func(ctx context.Context, runID string) error) {
 	p.cancel = cancel
 	for range p.workers {
 		p.wg.Go(func() {
-			for runID := range p.queue {
+			for t := range p.queue {
 				p.mu.Lock()
-				delete(p.queued, runID)
+				if t.run == nil {
+					delete(p.queued, t.runID)
+				}
 				stopping := p.closed
+				p.busy++
 				p.mu.Unlock()
-				if stopping || ctx.Err() != nil {
-					continue // left queued in the store for the sweeper
+				var err error
+				switch {
+				case stopping || ctx.Err() != nil:
+					// Left in the store for the sweeper: queued, or claimed
+					// until the claim's lease runs out (a claimed run's
+					// execution, called with a context already ended, only
+					// lets go of it).
+					if t.run != nil {
+						ended, end := context.WithCancel(ctx)
+						end()
+						err = t.run(ended)
+					}
+				case t.run != nil:
+					err = t.run(ctx)
+				default:
+					err = exec(ctx, t.runID)
 				}
-				if err := exec(ctx, runID); err != nil && p.onError != nil {
-					p.onError(runID, err)
+				if err != nil && p.onError != nil {
+					p.onError(t.runID, err)
 				}
+				p.mu.Lock()
+				p.busy--
+				p.mu.Unlock()
 			}
 		})
 	}

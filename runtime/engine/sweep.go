@@ -90,6 +90,9 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 				break
 			}
 		}
+		if res.Purged > 0 {
+			e.watch.forgetFresh() // none may answer for a run now deleted
+		}
 	}
 	return res, errors.Join(failed...)
 }

@@ -47,18 +47,66 @@ type hub struct {
 	// latest is the newest run a write in this process stored, kept while
 	// someone waits for that run.
 	latest map[string]store.Run
+	// fresh, when keepFresh, are runs created in this process and not yet
+	// waited for, with the newest run a write here stored (see creating):
+	// a wait that begins right after the create (POST …/runs?wait=) then
+	// reads nothing back. The oldest of more than maxFresh are dropped.
+	keepFresh  bool
+	fresh      map[string]store.Run
+	freshOrder []string
 }
 
-func newHub() *hub {
-	return &hub{waiters: map[string][]chan struct{}{}, latest: map[string]store.Run{}}
+// maxFresh bounds hub.fresh: runs started in the last moments, whose
+// creators may wait for them.
+const maxFresh = 1024
+
+// newHub returns a hub; keepFresh only when this process makes every
+// write of its runs (Config.SoleWriter; see creating).
+func newHub(keepFresh bool) *hub {
+	return &hub{
+		waiters: map[string][]chan struct{}{}, latest: map[string]store.Run{},
+		keepFresh: keepFresh, fresh: map[string]store.Run{},
+	}
 }
 
 func (h *hub) subscribe(runID string) chan struct{} {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	h.waiters[runID] = append(h.waiters[runID], ch)
+	if r, ok := h.fresh[runID]; ok && r.Version > 0 {
+		delete(h.fresh, runID)
+		if cur, ok := h.latest[runID]; !ok || r.Version > cur.Version {
+			h.latest[runID] = r
+		}
+	}
 	h.mu.Unlock()
 	return ch
+}
+
+// creating makes runID, about to be created, a fresh run: the publish of
+// its create's write, or of a later one that lands first (a cancel by
+// someone who listed it), fills it in. A hub keeps fresh runs only when
+// its process makes every write of its runs (Config.SoleWriter), so what
+// one holds is the run as stored, never an older state; notCreated
+// forgets a run whose create failed.
+func (h *hub) creating(runID string) {
+	if !h.keepFresh {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.freshOrder) >= maxFresh {
+		delete(h.fresh, h.freshOrder[0])
+		h.freshOrder = h.freshOrder[1:]
+	}
+	h.fresh[runID] = store.Run{} // answers no one before its create's publish
+	h.freshOrder = append(h.freshOrder, runID)
+}
+
+func (h *hub) notCreated(runID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.fresh, runID)
 }
 
 func (h *hub) unsubscribe(runID string, ch chan struct{}) {
@@ -79,10 +127,21 @@ func (h *hub) unsubscribe(runID string, ch chan struct{}) {
 	}
 }
 
+// forgetFresh drops every fresh run.
+func (h *hub) forgetFresh() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.fresh)
+	h.freshOrder = nil
+}
+
 // publish tells the run's waiters that a write stored r.
 func (h *hub) publish(r store.Run) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if cur, ok := h.fresh[r.ID]; ok && r.Version > cur.Version {
+		h.fresh[r.ID] = r
+	}
 	list := h.waiters[r.ID]
 	if len(list) == 0 {
 		return
@@ -124,7 +183,7 @@ func (e *Engine) WaitRun(ctx context.Context, actor approvals.Actor, runID strin
 func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID string, ch <-chan struct{}, afterVersion int64, last *store.Run) (store.Run, error) {
 	t := time.NewTicker(e.cfg.PollInterval)
 	defer t.Stop()
-	for read := last == nil; ; read = true {
+	for read := last == nil; ; {
 		if last != nil && ctx.Err() != nil {
 			return *last, nil
 		}
@@ -149,8 +208,13 @@ func (e *Engine) waitRun(ctx context.Context, actor approvals.Actor, runID strin
 		}
 		select {
 		case <-ctx.Done():
-		case <-ch:
+			read = true
 		case <-t.C:
+			read = true
+		case <-ch:
+			// A signal of a write already seen (it landed between the
+			// subscription and the last read) needs no read.
+			_, read = e.watch.newer(runID, afterVersion)
 		}
 	}
 }
