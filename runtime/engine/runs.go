@@ -30,7 +30,8 @@ type InputError struct{ Err error }
 func (e *InputError) Error() string { return e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
 
-// StartRun creates a queued run of the latest deployment and dispatches it.
+// StartRun creates a run of the latest deployment and dispatches it (or,
+// with a worker of the Pool free, creates it claimed for that worker).
 // It reports whether the run is new (false when an idempotent repeat).
 // Errors: ErrForbidden, ErrNoDeployment, store.ErrNotFound (unknown agent),
 // *InputError, ErrIdempotencyKeyReused.
@@ -76,7 +77,8 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 	})
 }
 
-// create stores a new run with its run.created event and dispatches it. It
+// create stores a new run with its run.created event and dispatches it (or
+// hands it to a Pool worker, see handOff). It
 // reports whether the run is new: false when run.IdempotencyKey names a run
 // created by the same request (ErrIdempotencyKeyReused when by another).
 func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Run, data map[string]any) (store.Run, bool, error) {
