@@ -78,9 +78,9 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 }
 
 // create stores a new run with its run.created event and dispatches it (or
-// hands it to a Pool worker, see handOff). It
-// reports whether the run is new: false when run.IdempotencyKey names a run
-// created by the same request (ErrIdempotencyKeyReused when by another).
+// hands it to a Pool worker, see handOff). It reports whether the run is
+// new: false when run.IdempotencyKey names a run created by the same
+// request (ErrIdempotencyKeyReused when by another).
 func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Run, data map[string]any) (store.Run, bool, error) {
 	h := e.handOff(ctx, &run)
 	e.watch.creating(run.ID)
