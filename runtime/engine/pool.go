@@ -81,7 +81,7 @@ type slot struct{ p *Pool }
 func (p *Pool) reserve() *slot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.busy+p.reserved+len(p.queue) >= p.workers {
+	if p.closed || p.busy+p.reserved+len(p.queue) >= min(p.workers, cap(p.queue)) {
 		return nil
 	}
 	p.reserved++
@@ -95,8 +95,9 @@ func (s *slot) release() {
 }
 
 // run hands fn, the execution of the claimed run runID, to a worker. It
-// reports false when the pool has stopped meanwhile: the run then stays
-// claimed until its lease runs out, and the sweeper dispatches it again.
+// reports false when the pool has stopped meanwhile, or dispatches have
+// filled its queue (they do not wait on slots): the run then stays claimed
+// until its lease runs out, and the sweeper dispatches it again.
 func (s *slot) run(runID string, fn func(ctx context.Context) error) bool {
 	p := s.p
 	p.mu.Lock()
@@ -108,7 +109,7 @@ func (s *slot) run(runID string, fn func(ctx context.Context) error) bool {
 	select {
 	case p.queue <- task{runID: runID, run: fn}:
 		return true
-	default: // cannot happen: reserve saw room for it
+	default:
 		return false
 	}
 }
