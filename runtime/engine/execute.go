@@ -100,10 +100,9 @@ func (e *Engine) executeClaimed(ctx context.Context, r store.Run, d *deployment,
 	} else {
 		err = x.execute(ctx)
 	}
-	if errors.Is(err, errStop) || (err != nil && ctx.Err() != nil) {
-		// Stopped, or interrupted (a cancel, the pool stopping) whatever
-		// it was doing: the run stays as stored — cancelled, or claimed
-		// until its lease runs out.
+	if errors.Is(err, errStop) || errors.Is(context.Cause(ctx), errCancelled) {
+		// Stopped, or cancelled whatever it was doing (reading its
+		// project, say): the run stays as stored.
 		return nil
 	}
 	return err
@@ -112,10 +111,13 @@ func (e *Engine) executeClaimed(ctx context.Context, r store.Run, d *deployment,
 // leaseOwner names one claim by this process.
 func (e *Engine) leaseOwner() string { return e.cfg.WorkerID + "/" + e.newID("lease") }
 
-// listen makes ctx end when Cancel cancels runID in this process, until
-// stop (which may be called more than once).
+// errCancelled is the cause of an execution's context that Cancel ended.
+var errCancelled = errors.New("run cancelled")
+
+// listen makes ctx end, with the cause errCancelled, when Cancel cancels
+// runID in this process, until stop (which may be called more than once).
 func (e *Engine) listen(ctx context.Context, runID string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	l := &listener{cancel: cancel}
 	e.runningMu.Lock()
 	e.running[runID] = l
@@ -126,12 +128,12 @@ func (e *Engine) listen(ctx context.Context, runID string) (context.Context, fun
 			delete(e.running, runID)
 		}
 		e.runningMu.Unlock()
-		cancel()
+		cancel(nil)
 	}
 }
 
 // listener is one execution's entry in Engine.running.
-type listener struct{ cancel context.CancelFunc }
+type listener struct{ cancel context.CancelCauseFunc }
 
 // unrunnableError: the run's deployment cannot run it, and never will.
 type unrunnableError struct{ cause error }

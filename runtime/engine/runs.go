@@ -351,7 +351,7 @@ func (e *Engine) stopLocal(runID string) {
 	l := e.running[runID]
 	e.runningMu.Unlock()
 	if l != nil {
-		l.cancel()
+		l.cancel(errCancelled)
 	}
 }
 
