@@ -76,7 +76,7 @@ func (e *Engine) StartCall(ctx context.Context, actor approvals.Actor, p CallPar
 		CreatedAt:  now,
 		UpdatedAt:  now,
 	}
-	return e.create(ctx, actor, run, map[string]any{
+	return e.create(ctx, actor, d, run, map[string]any{
 		"agent": actor.Agent, "tool": p.Tool, "via": via, "deployment": d.Version, "endUserId": actor.EndUserID, "input": p.Input,
 	})
 }

@@ -56,11 +56,14 @@ func (e *Engine) Execute(ctx context.Context, runID string) error {
 	if !claimable(r, now) {
 		return nil
 	}
-	d, ag, err := e.agentOf(ctx, r)
+	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
+	var ag *agent.Agent
+	if err == nil {
+		ag, err = agentIn(d, r)
+	}
 	if err != nil {
-		var ue *unrunnableError
-		if errors.As(err, &ue) {
-			return e.failUnrunnable(ctx, r, ue.cause)
+		if unrunnable(err) {
+			return e.failUnrunnable(ctx, r, err)
 		}
 		return fmt.Errorf("execute %s: %w", runID, err)
 	}
@@ -135,32 +138,25 @@ func (e *Engine) listen(ctx context.Context, runID string) (context.Context, fun
 // listener is one execution's entry in Engine.running.
 type listener struct{ cancel context.CancelCauseFunc }
 
-// unrunnableError: the run's deployment cannot run it, and never will.
+// unrunnableError: the run's agent or tool is not in its deployment.
 type unrunnableError struct{ cause error }
 
 func (e *unrunnableError) Error() string { return e.cause.Error() }
 
-// agentOf returns the deployment and the agent that execute r: the agent
-// of r's deployment, or for a run of one tool call that agent narrowed to
-// the tool. Errors: *unrunnableError, or the store's.
-func (e *Engine) agentOf(ctx context.Context, r store.Run) (*deployment, *agent.Agent, error) {
-	d, err := e.deployments.get(ctx, r.ProjectID, r.Deployment)
-	if err != nil {
-		if unrunnable(err) {
-			return nil, nil, &unrunnableError{err}
-		}
-		return nil, nil, err
-	}
+// agentIn returns the agent of d that executes r: r's agent, or for a run
+// of one tool call that agent narrowed to the tool. Errors:
+// *unrunnableError.
+func agentIn(d *deployment, r store.Run) (*agent.Agent, error) {
 	ag, ok := d.config.Agent(r.Agent)
 	if !ok {
-		return nil, nil, &unrunnableError{fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment)}
+		return nil, &unrunnableError{fmt.Errorf("agent %q is not in deployment %d", r.Agent, r.Deployment)}
 	}
 	if r.Tool != "" {
 		if ag, ok = ag.Call(r.Tool); !ok {
-			return nil, nil, &unrunnableError{fmt.Errorf("agent %q of deployment %d has no tool %q", r.Agent, r.Deployment, r.Tool)}
+			return nil, &unrunnableError{fmt.Errorf("agent %q of deployment %d has no tool %q", r.Agent, r.Deployment, r.Tool)}
 		}
 	}
-	return d, ag, nil
+	return ag, nil
 }
 
 // MaxAttempts is how many times a step is tried (claims that did not end
@@ -188,8 +184,9 @@ func unrunnable(err error) bool {
 	var (
 		be *bundle.Error
 		ce *agent.ConfigError
+		ue *unrunnableError
 	)
-	return errors.Is(err, store.ErrNotFound) || errors.As(err, &be) || errors.As(err, &ce)
+	return errors.Is(err, store.ErrNotFound) || errors.As(err, &be) || errors.As(err, &ce) || errors.As(err, &ue)
 }
 
 // failUnrunnable fails a run whose deployment cannot run it, instead of

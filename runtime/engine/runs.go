@@ -72,17 +72,17 @@ func (e *Engine) StartRun(ctx context.Context, actor approvals.Actor, p StartPar
 	if p.IdempotencyKey != "" {
 		run.RequestDigest = requestDigest(p)
 	}
-	return e.create(ctx, actor, run, map[string]any{
+	return e.create(ctx, actor, d, run, map[string]any{
 		"agent": p.Agent, "deployment": d.Version, "endUserId": p.EndUserID, "input": p.Input,
 	})
 }
 
-// create stores a new run with its run.created event and dispatches it (or
-// hands it to a Pool worker, see handOff). It reports whether the run is
-// new: false when run.IdempotencyKey names a run created by the same
-// request (ErrIdempotencyKeyReused when by another).
-func (e *Engine) create(ctx context.Context, actor approvals.Actor, run store.Run, data map[string]any) (store.Run, bool, error) {
-	h := e.handOff(ctx, &run)
+// create stores a new run of deployment d with its run.created event and
+// dispatches it (or hands it to a Pool worker, see handOff). It reports
+// whether the run is new: false when run.IdempotencyKey names a run
+// created by the same request (ErrIdempotencyKeyReused when by another).
+func (e *Engine) create(ctx context.Context, actor approvals.Actor, d *deployment, run store.Run, data map[string]any) (store.Run, bool, error) {
+	h := e.handOff(d, &run)
 	e.watch.creating(run.ID)
 	created, err := e.store.CreateRun(ctx, run, []store.Event{event("run.created", run.CreatedAt, "", byActor(actor, data))})
 	if err != nil {
@@ -127,10 +127,11 @@ type handoff struct {
 	stop  func()
 }
 
-// handOff makes run (not yet stored) claimed by this process when the
-// engine dispatches to a Pool with a worker idle, and returns what starts
-// it once stored; nil, leaving run as it was, otherwise.
-func (e *Engine) handOff(ctx context.Context, run *store.Run) *handoff {
+// handOff makes run (not yet stored) of deployment d claimed by this
+// process when the engine dispatches to a Pool with a worker idle, and
+// returns what starts it once stored; nil, leaving run as it was,
+// otherwise.
+func (e *Engine) handOff(d *deployment, run *store.Run) *handoff {
 	p, ok := e.cfg.Dispatch.(*Pool)
 	if !ok {
 		return nil
@@ -139,7 +140,7 @@ func (e *Engine) handOff(ctx context.Context, run *store.Run) *handoff {
 	if s == nil {
 		return nil
 	}
-	d, ag, err := e.agentOf(ctx, *run)
+	ag, err := agentIn(d, *run)
 	if err != nil { // Execute deals with it, after a dispatch
 		s.release()
 		return nil
