@@ -100,8 +100,9 @@ const defaultRetention = 90 * 24 * time.Hour
 // live heap is small (4 MB in BenchmarkDevRunCPU) and a run allocates some
 // 100 KB, so at Go's default of 100 the collector ran every 40 runs or so:
 // 144 collections and 750 ms of CPU for 6,064 runs (gctrace), 0.12 ms a
-// run. At 400, 28 collections and 145 ms; the server is some 18 MiB larger
-// under load (16 → 34 MiB anonymous resident; docs/performance.md).
+// run. At 400, 28 collections and 145 ms; the server's anonymous memory is
+// some twice as large (34 MiB against 16 under that benchmark, 57–64 MiB
+// against 22–31 in a soak; docs/performance.md).
 const devGCPercent = 400
 
 // tuneGC sets the collector for the server and returns what puts back the
