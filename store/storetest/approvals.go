@@ -121,6 +121,73 @@ var decideTests = []test{
 	{"Decide/Concurrent", testDecideConcurrent},
 	{"Decide/RaceExpiry", testDecideRaceExpiry},
 	{"Decide/Separated", testDecideSeparated},
+	{"Decide/LyingDeadlineAtTheDeadline", testDecideLyingDeadlineAtTheDeadline},
+	{"Decide/StaleReadOfASettledApproval", testDecideStaleReadOfASettledApproval},
+	{"Decide/LeavesDueQueue", testDecideLeavesDueQueue},
+}
+
+// testDecideLyingDeadlineAtTheDeadline: at the stored deadline itself an
+// approve or deny is late (approvals.ErrExpired), whatever the Read says
+// the deadline is, and changes nothing.
+func testDecideLyingDeadlineAtTheDeadline(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, a := gatedRun(t, s, "p1", "r1", "apr1", t0, at(15*time.Minute))
+	later := a
+	later.ExpiresAt = at(time.Hour)
+	for _, st := range []approvals.Status{approvals.Approved, approvals.Denied} {
+		p := decide("p1", "apr1", st, at(15*time.Minute))
+		p.Read = &later
+		gotA, _, err := s.DecideApproval(ctx, p)
+		wantErr(t, err, approvals.ErrExpired, "decide at the deadline with a Read that says it is an hour: "+string(st))
+		same(t, gotA, a, "approval returned with ErrExpired")
+	}
+	same(t, getApproval(t, s, "apr1"), a, "approval after decisions at the deadline")
+	same(t, getRun(t, s, "r1"), r, "run after decisions at the deadline")
+	sameIDs(t, dueIDs(t, s, at(time.Hour)), []string{"apr1"}, "still due for the sweeper")
+}
+
+// testDecideStaleReadOfASettledApproval: a Read that still says pending
+// wins nothing once the approval is settled, even when a later commit puts
+// its run back to awaiting it: the stored decision says
+// (approvals.ErrNotPending, with the approval as it stands).
+func testDecideStaleReadOfASettledApproval(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, a := gatedRun(t, s, "p1", "r1", "apr1", t0, at(15*time.Minute))
+	wonA, r, err := s.DecideApproval(ctx, decide("p1", "apr1", approvals.Approved, at(time.Minute)))
+	noErr(t, err, "approve")
+	r.Status, r.LeaseOwner, r.LeaseUntil = store.RunAwaitingApproval, "", time.Time{}
+	r, err = s.CommitRun(ctx, store.RunCommit{Run: r})
+	noErr(t, err, "put the run back to awaiting apr1")
+	eq(t, r.ApprovalID, "apr1", "approval the run awaits")
+	stale := a
+	for _, st := range []approvals.Status{approvals.Approved, approvals.Denied, approvals.Cancelled} {
+		p := decide("p1", "apr1", st, at(2*time.Minute))
+		p.Read = &stale
+		gotA, _, err := s.DecideApproval(ctx, p)
+		wantErr(t, err, approvals.ErrNotPending, "decide a settled approval on a Read that says pending: "+string(st))
+		same(t, gotA, wonA, "approval returned with ErrNotPending")
+	}
+	same(t, getApproval(t, s, "apr1"), wonA, "approval after decisions on a stale Read")
+	same(t, getRun(t, s, "r1"), r, "run after decisions on a stale Read")
+}
+
+// testDecideLeavesDueQueue: an approval settled before its deadline leaves
+// the due queue, so that a page of due approvals (the sweeper's, of a few)
+// holds the pending ones due and not settled ones that were due first.
+func testDecideLeavesDueQueue(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i, st := range []approvals.Status{approvals.Approved, approvals.Denied, approvals.Cancelled} {
+		id := fmt.Sprintf("apr%d", i)
+		gatedRun(t, s, "p1", fmt.Sprintf("r%d", i), id, t0, at(time.Duration(i+1)*time.Minute))
+		_, _, err := s.DecideApproval(ctx, decide("p1", id, st, at(30*time.Second)))
+		noErr(t, err, string(st)+" "+id)
+	}
+	gatedRun(t, s, "p1", "r-due", "apr-due", t0, at(10*time.Minute))
+	for limit := 1; limit <= 3; limit++ {
+		as, err := s.ListDueApprovals(ctx, at(time.Hour), limit)
+		noErr(t, err, "list due approvals")
+		sameIDs(t, approvalIDs(as), []string{"apr-due"}, fmt.Sprintf("due approvals, %d at most", limit))
+	}
 }
 
 // testDecideSeparated: an approval separated from a member refuses that
