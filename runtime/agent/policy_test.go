@@ -222,3 +222,19 @@ func TestNoteToCustomer(t *testing.T) {
 		}
 	}
 }
+
+// requiresApproval gates a read tool as it gates a write: the posture asks
+// whatever the tool's effect, in a trusted run or not.
+func TestEvaluateRequiresApprovalOnARead(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"agents": {"a": {
+		"tools": {"exportCustomers": {"effect": "read", "requiresApproval": true}},
+		"steps": [{"id": "s", "tool": "exportCustomers"}]
+	}}}`)
+	want := agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "exportCustomers requires approval (requiresApproval)"}
+	for _, untrusted := range []bool{false, true} {
+		if got := c.Agents["a"].Evaluate("exportCustomers", decode(t, `{}`), untrusted); !reflect.DeepEqual(got, want) {
+			t.Errorf("untrusted %v: Evaluate =\n %+v\nwant\n %+v", untrusted, got, want)
+		}
+	}
+}

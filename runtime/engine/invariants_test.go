@@ -253,3 +253,191 @@ func (s *renewalCheck) CommitRun(ctx context.Context, c store.RunCommit) (store.
 	}
 	return r, err
 }
+
+// A completed write step never runs again: the write that records it is the
+// write that moves the cursor past it, so a worker that dies at its next
+// write leaves the run after the step, not before it.
+func TestCrashAfterAWriteIsRecordedDoesNotRunItAgain(t *testing.T) {
+	t.Parallel()
+	recorded := false
+	cs := &crashingStore{crashes: 1, match: func(c store.RunCommit) bool {
+		// The worker dies at the first write after the one that records
+		// the write step two.
+		if recordsStep(c, "two") {
+			recorded = true
+			return false
+		}
+		return recorded
+	}}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashRun(t, h, r.ID)
+	if c := h.calls(r.ID, "two"); len(c) != 1 {
+		t.Errorf("the recorded write step ran %d times, want once: %+v", len(c), c)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	c := h.calls(r.ID, "three")
+	if len(c) != 2 || c[0].Key != c[1].Key {
+		t.Errorf("step three calls = %+v, want two with the same key (the crash lost it)", c)
+	}
+	steps, _ := h.store.ListSteps(h.ctx, r.ID)
+	if len(steps) != 3 {
+		t.Errorf("%d step records, want 3", len(steps))
+	}
+}
+
+// Trust only goes down, and an untrusted run asks before every write: also
+// before a write after a resume, in an execution that did not lower it.
+func TestUntrustedRunAsksBeforeEveryWrite(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.deploy(h.owner, handlers, `{
+  "agents": {
+    "reviews": {
+      "tools": {
+        "fetchReviews": { "effect": "read", "source": "external" },
+        "addNote": { "effect": "write" }
+      },
+      "steps": [
+        { "id": "reviews", "tool": "fetchReviews", "input": {} },
+        { "id": "note", "tool": "addNote", "input": { "text": "summary" } },
+        { "id": "again", "tool": "addNote", "input": { "text": "second" } }
+      ]
+    }
+  }
+}`)
+	r := h.start("reviews", `{}`)
+	for _, step := range []string{"note", "again"} {
+		a := h.pending(r.ID)
+		if a.StepID != step || !strings.Contains(a.Reason, "untrusted") {
+			t.Fatalf("approval = %s %q, want step %s asked because the run is untrusted", a.StepID, a.Reason, step)
+		}
+		if c := h.calls(r.ID, step); len(c) != 0 {
+			t.Fatalf("%s ran before its approval: %+v", step, c)
+		}
+		if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if r.Trust != store.Untrusted {
+		t.Error("trust went back up")
+	}
+}
+
+// Expired is not denied, in the trace too: the run.failed event of an
+// approval the sweeper expired carries approval-expired, as the run does.
+func TestExpiryIsNotDeniedInTheTrace(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	h.pending(r.ID)
+	h.clock.Advance(time.Hour)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Expired != 1 {
+		t.Fatalf("sweep at the deadline: %+v, %v", res, err)
+	}
+	h.drain()
+	wantStatus(t, h.run(r.ID), store.RunFailed, engine.CodeApprovalExpired)
+	if d := h.eventData(r.ID, "run.failed"); d["code"] != engine.CodeApprovalExpired {
+		t.Errorf("run.failed = %v, want code %s", d, engine.CodeApprovalExpired)
+	}
+}
+
+// leaseThief is an Invoker that, at the end of the first call, lets the
+// run's lease run out and claims the run for another worker, as one whose
+// claim came while this worker's call outlasted its lease.
+type leaseThief struct {
+	engine.Invoker
+	t      *testing.T
+	h      *harness
+	stolen bool
+}
+
+func (w *leaseThief) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	res, err := w.Invoker.Invoke(ctx, b, inv)
+	if w.h == nil || w.stolen { // setup's deployment, or already taken
+		return res, err
+	}
+	w.stolen = true
+	h := w.h
+	h.clock.Advance(2 * time.Minute)
+	now := h.clock.Now()
+	if _, cerr := h.store.ClaimRun(ctx, store.ClaimParams{RunID: inv.RunID, Owner: "thief/1", Now: now, Until: now.Add(time.Hour)}); cerr != nil {
+		w.t.Errorf("the other worker's claim after the lease ran out: %v", cerr)
+	}
+	return res, err
+}
+
+// A worker whose lease was taken over writes nothing more: its next write
+// is refused and it stops, leaving the run as the new owner holds it —
+// never writing over the other worker's claim and going on.
+func TestWorkerThatLostItsLeaseWritesNothing(t *testing.T) {
+	t.Parallel()
+	w := &leaseThief{t: t}
+	h := setup(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker { w.Invoker = rt; return w }
+	})
+	w.h = h
+	r := h.start("plain", `{}`)
+	if !w.stolen {
+		t.Fatal("no call ran")
+	}
+	if r.Status != store.RunRunning || r.LeaseOwner != "thief/1" || r.Cursor != 0 {
+		t.Errorf("run %s at cursor %d leased by %q, want running at 0 as the other worker claimed it", r.Status, r.Cursor, r.LeaseOwner)
+	}
+	if c := h.calls(r.ID, "two"); len(c) != 0 {
+		t.Errorf("the worker that lost its lease went on to step two: %+v", c)
+	}
+	if steps, _ := h.store.ListSteps(h.ctx, r.ID); len(steps) != 0 {
+		t.Errorf("the worker that lost its lease recorded %d steps", len(steps))
+	}
+}
+
+// rewrittenApprovals is a store whose approved approvals read with their
+// Input replaced and their InputDigest made to match it: an approved input
+// that passes the digest check but that a deny rule matches.
+type rewrittenApprovals struct {
+	store.Store
+	input json.RawMessage
+	reads atomic.Int64
+}
+
+func (s *rewrittenApprovals) GetApproval(ctx context.Context, id string) (approvals.Approval, error) {
+	a, err := s.Store.GetApproval(ctx, id)
+	if err == nil && a.Status == approvals.Approved {
+		a.Input = s.input
+		a.InputDigest, err = approvals.Digest(s.input)
+		s.reads.Add(1)
+	}
+	return a, err
+}
+
+// An approval never lets a call through that a deny rule matches: the
+// approved input is checked against the deny rules again when it is about
+// to run.
+func TestApprovedInputADenyRuleMatchesNeverRuns(t *testing.T) {
+	t.Parallel()
+	ts := &rewrittenApprovals{input: json.RawMessage(`{"amount":5000}`)}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { ts.Store = s; return ts } })
+	r := h.start("rules", `{"text":"plain","amount":5}`)
+	a := h.pending(r.ID)
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if ts.reads.Load() == 0 {
+		t.Fatal("the resumed run never read its approved approval")
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodePolicyDenied)
+	if !strings.Contains(r.Error.Message, "never automatic") {
+		t.Errorf("run error = %+v", r.Error)
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Errorf("refund ran with an input a deny rule matches: %+v", c)
+	}
+}
