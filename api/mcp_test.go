@@ -227,6 +227,38 @@ func TestMCPCalls(t *testing.T) {
 	}
 }
 
+// An MCP key reads only its own calls, not those of another key of the
+// same agent and end user (a second client of the same person): the call
+// is the key's (Run.Via), not the end user's.
+func TestMCPKeyReadsOnlyItsOwnCalls(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.MCPWait = 200 * time.Millisecond })
+	first := w.newMCPKey("refunds", "alice")
+	cs := w.mcpClient(first.Key, false)
+	res := callTool(t, cs, "refundOrder", map[string]any{"orderId": "o-1", "amount": 50})
+	id := callIDOf(t, res)
+	if !res.IsError || !strings.Contains(text(res), "Not run yet") {
+		t.Fatalf("pending call: %s", text(res))
+	}
+	task := w.rawTaskCall(first.Key, map[string]any{"orderId": "o-2", "amount": 4})
+
+	secondKey := w.newMCPKey("refunds", "alice").Key
+	second := w.mcpClient(secondKey, false)
+	if res := callTool(t, second, "stead_call_result", map[string]any{"callId": id}); !res.IsError || !strings.Contains(text(res), "no call") {
+		t.Errorf("another key of the same agent and end user read the call: %s", text(res))
+	}
+	if _, err := mcpclient.GetTask(t.Context(), w.mcpClient(secondKey, true), task.TaskID); err == nil || !strings.Contains(err.Error(), "no task") {
+		t.Errorf("another key of the same agent and end user: tasks/get = %v", err)
+	}
+	// The key that made them still reads both.
+	if res := callTool(t, cs, "stead_call_result", map[string]any{"callId": id}); !strings.Contains(text(res), "Not run yet") {
+		t.Errorf("the key's own call: %s", text(res))
+	}
+	if got, err := mcpclient.GetTask(t.Context(), w.mcpClient(first.Key, true), task.TaskID); err != nil || got.TaskID != task.TaskID {
+		t.Errorf("the key's own task: %+v, %v", got, err)
+	}
+}
+
 func TestMCPTasks(t *testing.T) {
 	t.Parallel()
 	w := setup(t, func(c *api.Config) { c.MCPWait = 200 * time.Millisecond })

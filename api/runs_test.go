@@ -388,6 +388,56 @@ func TestCustomerSeesAFilteredTrace(t *testing.T) {
 	}
 }
 
+// An approval shows the customer that it was approved, not who approved it
+// or the reviewer's note: the approval.approved event carries its id and
+// tool alone, in the event list and on the stream.
+func TestCustomerDoesNotSeeWhoApproved(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	run := w.awaiting("alice")
+	w.must(w.do("POST", "/v1/approvals/"+run.Approval.ID+"/approve", w.owner, map[string]any{"note": "looks fine"}), 200)
+	w.wait(run.ID, "terminal")
+
+	var full, seen wire.EventList
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.developer, nil), 200).decode(&full)
+	approvedBy := false
+	for _, e := range full.Events {
+		approvedBy = approvedBy || e.Type == "approval.approved" && strings.Contains(string(e.Data), `"by"`)
+	}
+	if !approvedBy {
+		t.Fatalf("the operators' approval.approved does not say who decided: %+v", full.Events)
+	}
+	want := `{"approvalId":"` + run.Approval.ID + `","tool":"refundOrder"}`
+	check := func(how string, events []wire.Event) {
+		t.Helper()
+		approved := false
+		for _, e := range events {
+			for _, secret := range []string{`"by`, "looks fine"} {
+				if strings.Contains(string(e.Data), secret) {
+					t.Errorf("%s: customer event %s shows %s: %s", how, e.Type, secret, e.Data)
+				}
+			}
+			if e.Type == "approval.approved" {
+				approved = true
+				if string(e.Data) != want {
+					t.Errorf("%s: customer approval.approved %s, want %s", how, e.Data, want)
+				}
+			}
+		}
+		if !approved {
+			t.Errorf("%s: the customer does not see the approval: %+v", how, events)
+		}
+	}
+	w.must(w.do("GET", "/v1/runs/"+run.ID+"/events", w.customer, nil), 200).decode(&seen)
+	check("list", seen.Events)
+	s := w.stream("/v1/runs/"+run.ID+"/events", w.customer)
+	var streamed []wire.Event
+	for _, e := range s.rest() {
+		streamed = append(streamed, e.data)
+	}
+	check("stream", streamed)
+}
+
 func TestCustomerDoesNotSeeLogLines(t *testing.T) {
 	t.Parallel()
 	w := setup(t)

@@ -52,6 +52,8 @@ func TestProtocolViolationsKillTheWorker(t *testing.T) {
 		{"garbage handshake", "\x00\x00\x00\x05hello", "malformed frame"},
 		{"wrong version", frame(`{"t":"ready","v":99}`), "protocol 99"},
 		{"huge frame", ready + loaded + "\xff\xff\xff\xff", "frame too large"},
+		{"frame one byte over the limit", ready + loaded + string(binary.BigEndian.AppendUint32(nil, maxWorkerFrame+1)),
+			fmt.Sprintf("frame too large: %d bytes, over the %d-byte limit", maxWorkerFrame+1, maxWorkerFrame)},
 		{"duplicate names", ready + loaded + frame(`{"t":"done","seq":1,"done":{"output":{"a":1,"a":2}}}`), "duplicate"},
 		{"case variant", ready + loaded + frame(`{"t":"done","seq":1,"DONE":{"output":1}}`), "unknown"},
 		{"invalid UTF-8", ready + loaded + frame("{\"t\":\"done\",\"seq\":1,\"done\":{\"output\":\"\xff\"}}"), "UTF-8"},

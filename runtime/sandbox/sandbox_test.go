@@ -185,6 +185,30 @@ func TestSecretsNeverReachTheWorker(t *testing.T) {
 	}
 }
 
+// An error a handler throws is redacted in the parent too, with the
+// secrets the worker never saw: its message, name and stack.
+func TestSecretsNeverReachTheWorkerErrors(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, sandbox.Options{})
+	b := load(t, `export async function throwIt(input) {
+	const e = new Error("key " + input.s);
+	e.name = "Leak " + input.s;
+	throw e;
+}`)
+	_, e := invoke(t, p, b, 5*time.Second, jsvm.Invocation{Export: "throwIt", Input: json.RawMessage(`{"s":"sk-live-123"}`), Secrets: []string{"sk-live-123"}})
+	if e == nil || e.Code != jsvm.CodeHandlerError {
+		t.Fatalf("want handler-error, got %+v", e)
+	}
+	for field, v := range map[string]string{"message": e.Message, "name": e.Name, "stack": e.Stack} {
+		if strings.Contains(v, "sk-live-123") {
+			t.Errorf("the error's %s is not redacted: %q", field, v)
+		}
+	}
+	if !strings.Contains(e.Message, "key [REDACTED]") {
+		t.Errorf("message %q, want the secret replaced", e.Message)
+	}
+}
+
 func TestFetchGoesThroughTheParentsPolicy(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
