@@ -97,28 +97,6 @@ func TestRetryAfterBounded(t *testing.T) {
 	}
 }
 
-// An endpoint is disabled after 5 days in which every delivery failed, not
-// sooner.
-func TestFailingLimitIsFiveDays(t *testing.T) {
-	srv, _ := answering(t, http.StatusInternalServerError, "")
-	w := setup(t)
-	w.onlyRunSucceeded("whe_a", srv.URL)
-	w.run("run_1")
-	w.pass()
-	w.clock.Advance(5*24*time.Hour - time.Minute)
-	w.run("run_2")
-	w.pass()
-	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); ep.Disabled() {
-		t.Fatalf("disabled before 5 days of failures: %s", ep.DisabledReason)
-	}
-	w.clock.Advance(2 * time.Minute)
-	w.run("run_3")
-	w.pass()
-	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); !ep.Disabled() {
-		t.Fatalf("not disabled after 5 days of failures: %+v", ep)
-	}
-}
-
 // Two reminders of one approval are two events: each goes out, at its
 // time, under its own webhook-id.
 func TestTwoRemindersTwoWebhookIDs(t *testing.T) {
