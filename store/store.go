@@ -633,7 +633,10 @@ type Store interface {
 	// ListApprovals lists a project's approvals.
 	ListApprovals(ctx context.Context, f ApprovalFilter) (Page[approvals.Approval], error)
 	// ListDueApprovals lists pending approvals of any project whose
-	// ExpiresAt is at or before now, soonest first.
+	// ExpiresAt is at or before now, soonest first. A page may be shorter
+	// than limit while more are due (an index entry that lags behind a
+	// decision is dropped after the limit is applied): only an empty page
+	// says none is left.
 	ListDueApprovals(ctx context.Context, now time.Time, limit int) ([]approvals.Approval, error)
 	// DecideApproval settles an approval if p.Decision.Check allows it, and
 	// moves its run with it (status, error, events), in one conditional

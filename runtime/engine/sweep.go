@@ -62,7 +62,11 @@ func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 				failed = append(failed, fmt.Errorf("expire approval %s: %w", a.ID, err))
 			}
 		}
-		if len(due) < 100 || expired == 0 {
+		// A short page does not mean the queue is empty: a store may drop
+		// entries of an index that lags behind a decision (DynamoDB's). A
+		// page that expired nothing ends the loop, so one that cannot be
+		// expired now is not read again and again.
+		if len(due) == 0 || expired == 0 {
 			break
 		}
 	}

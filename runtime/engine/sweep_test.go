@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"stead/approvals"
 	"stead/runtime/engine"
 	"stead/store"
 )
@@ -66,6 +67,37 @@ func TestSweepExpiresPastTheFirstPage(t *testing.T) {
 	}
 	for _, id := range ids {
 		wantStatus(t, h.run(id), store.RunFailed, engine.CodeApprovalExpired)
+	}
+}
+
+// shortPages is a store whose pages of due approvals come one short, as
+// DynamoDB's do when an index entry lagging behind a decision is dropped
+// after the limit is applied.
+type shortPages struct{ store.Store }
+
+func (s shortPages) ListDueApprovals(ctx context.Context, now time.Time, limit int) ([]approvals.Approval, error) {
+	as, err := s.Store.ListDueApprovals(ctx, now, limit)
+	if len(as) == limit {
+		as = as[:limit-1]
+	}
+	return as, err
+}
+
+// TestSweepGoesOnAfterAShortPage: a page shorter than asked for does not
+// end the sweep while approvals are still due.
+func TestSweepGoesOnAfterAShortPage(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { return shortPages{s} } })
+	const n = 101
+	for range n {
+		if _, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "refunds", Input: json.RawMessage(`{"orderId":"o-1","amount":12}`), EndUserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.drain()
+	h.clock.Advance(time.Hour)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Expired != n {
+		t.Fatalf("sweep: %+v, %v; want %d expired", res, err, n)
 	}
 }
 
