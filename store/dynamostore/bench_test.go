@@ -53,6 +53,14 @@ const benchConfig = `{
         { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
       ]
     },
+    "ungated3": {
+      "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" }, "apply": { "effect": "write" } },
+      "steps": [
+        { "id": "lookup", "tool": "lookup", "input": { "id": "$input.id", "kind": "$input.kind" } },
+        { "id": "enrich", "tool": "enrich", "input": { "order": "$steps.lookup.output" } },
+        { "id": "apply", "tool": "apply", "input": { "order": "$steps.enrich.output" } }
+      ]
+    },
     "quorum3": {
       "tools": { "lookup": { "effect": "read" }, "enrich": { "effect": "read" },
         "apply": { "effect": "write", "requiresApproval": true, "approvals": { "approvers": { "group": "finance", "min": 2 } } } },
@@ -224,7 +232,7 @@ func benchGatedRun(b *testing.B, agent, kind string, notify bool) {
 	}
 	g := newGatedBench(b, wrap...)
 	ctx := context.Background()
-	eng, plain, m, actor := g.eng, g.plain, g.m, g.actor
+	plain, m := g.plain, g.m
 	input := json.RawMessage(`{"id":"o-1","kind":"` + kind + `"}`)
 	// drain takes the run out of the outbox, as a notifier kicked by a
 	// notifying write would; drainWU and drainRU are what that cost.
@@ -253,46 +261,7 @@ func benchGatedRun(b *testing.B, agent, kind string, notify bool) {
 		_, wu1, ru1 := m.Totals()
 		drainWU, drainRU = drainWU+wu1-wu0, drainRU+ru1-ru0
 	}
-	run := func() time.Duration {
-		var busy time.Duration
-		phase := func(fn func() error) {
-			o, t := m.Overhead(), time.Now()
-			if err := fn(); err != nil {
-				b.Fatal(err)
-			}
-			busy += time.Since(t) - (m.Overhead() - o)
-		}
-		var r store.Run
-		phase(func() (err error) {
-			r, _, err = eng.StartRun(ctx, actor, engine.StartParams{Agent: agent, Input: input, EndUserID: "u1"})
-			return err
-		})
-		phase(func() error { return eng.Execute(ctx, r.ID) })
-		drain() // approval.requested
-
-		paused, err := plain.GetRun(ctx, r.ID) // the person's view: not part of the run's cost
-		if err != nil || paused.Status != store.RunAwaitingApproval {
-			b.Fatalf("run %s is %s, want awaiting-approval (%v)", r.ID, paused.Status, err)
-		}
-		deciders := []approvals.Actor{actor}
-		if agent == "quorum3" {
-			deciders = g.voters
-		}
-		for _, who := range deciders {
-			phase(func() error {
-				_, err := eng.Decide(ctx, who, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true})
-				return err
-			})
-		}
-		drain() // approval.approved
-		phase(func() error { return eng.Execute(ctx, r.ID) })
-		drain() // run.succeeded
-		done, err := plain.GetRun(ctx, r.ID)
-		if err != nil || done.Status != store.RunSucceeded {
-			b.Fatalf("run %s is %s, want succeeded (%v, %v)", r.ID, done.Status, done.Error, err)
-		}
-		return busy
-	}
+	run := func() time.Duration { return g.run(b, agent, input, drain) }
 	run() // warm the engine's caches (deployment, compiled bundle, signing key)
 	m.Reset()
 	drainWU, drainRU = 0, 0
@@ -322,4 +291,52 @@ func benchGatedRun(b *testing.B, agent, kind string, notify bool) {
 		b.ReportMetric(perRun(drainRU), "outbox-RU/run")
 	}
 	b.Logf("%d runs: %s", n, m.Breakdown(n))
+}
+
+// run is one gated run of agent, from its start to its end: the engine's
+// work in it, with the approval decided by the bench's actor (by two of the
+// group's voters for quorum3) and drain called after each of the run's
+// three writes that notify. It returns the time the engine was busy, less
+// the meter's own.
+func (g gatedBench) run(tb testing.TB, agent string, input json.RawMessage, drain func()) time.Duration {
+	ctx := context.Background()
+	eng, plain, m, actor := g.eng, g.plain, g.m, g.actor
+	var busy time.Duration
+	phase := func(fn func() error) {
+		o, t := m.Overhead(), time.Now()
+		if err := fn(); err != nil {
+			tb.Fatal(err)
+		}
+		busy += time.Since(t) - (m.Overhead() - o)
+	}
+	var r store.Run
+	phase(func() (err error) {
+		r, _, err = eng.StartRun(ctx, actor, engine.StartParams{Agent: agent, Input: input, EndUserID: "u1"})
+		return err
+	})
+	phase(func() error { return eng.Execute(ctx, r.ID) })
+	drain() // approval.requested
+
+	paused, err := plain.GetRun(ctx, r.ID) // the person's view: not part of the run's cost
+	if err != nil || paused.Status != store.RunAwaitingApproval {
+		tb.Fatalf("run %s is %s, want awaiting-approval (%v)", r.ID, paused.Status, err)
+	}
+	deciders := []approvals.Actor{actor}
+	if agent == "quorum3" {
+		deciders = g.voters
+	}
+	for _, who := range deciders {
+		phase(func() error {
+			_, err := eng.Decide(ctx, who, engine.DecideParams{ApprovalID: paused.ApprovalID, Approve: true})
+			return err
+		})
+	}
+	drain() // approval.approved
+	phase(func() error { return eng.Execute(ctx, r.ID) })
+	drain() // run.succeeded
+	done, err := plain.GetRun(ctx, r.ID)
+	if err != nil || done.Status != store.RunSucceeded {
+		tb.Fatalf("run %s is %s, want succeeded (%v, %v)", r.ID, done.Status, done.Error, err)
+	}
+	return busy
 }
