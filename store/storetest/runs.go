@@ -511,6 +511,7 @@ var claimTests = []test{
 	{"Claim/Refused", testClaimRefused},
 	{"Claim/Concurrent", testClaimConcurrent},
 	{"Claim/Stalled", testClaimStalled},
+	{"Claim/RequeuedBelowTheLease", testRequeuedBelowTheLease},
 }
 
 func claim(runID, owner string, now time.Time) store.ClaimParams {
@@ -620,6 +621,35 @@ func testClaimStalled(t *testing.T, s store.Store) {
 	sameIDs(t, list(10), []string{"queued-3m"}, "stalled runs after a claim and a finish")
 	sameIDs(t, runIDs(mustStalled(t, s, at(time.Hour))), []string{"queued-3m", "queued-now", "running-live", "queued-1m"},
 		"stalled runs an hour later")
+}
+
+// testRequeuedBelowTheLease: a commit that puts a running run back in the
+// queue with a dispatch deadline before the lease its claim gave and the
+// deadline it was created with (what the engine does to retry a step soon
+// after a run starts) succeeds, and the run is stalled once that
+// deadline passes — not only once the old lease would have ended. Both
+// commit shapes: events alone, and events with a step's record.
+func testRequeuedBelowTheLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for i, withStep := range []bool{false, true} {
+		id := fmt.Sprintf("r%d", i)
+		queued := newRun(id, "p1", t0)
+		queued.LeaseUntil = at(10 * time.Minute) // a dispatch deadline as late as the lease
+		createRun(t, s, queued)
+		r, err := s.ClaimRun(ctx, store.ClaimParams{RunID: id, Owner: "w1", Now: t0, Until: at(10 * time.Minute)})
+		noErr(t, err, "claim")
+		r.Status, r.LeaseOwner, r.LeaseUntil = store.RunQueued, "", at(time.Minute)
+		c := store.RunCommit{Run: r, Events: []store.Event{event("step.retrying")}}
+		if withStep {
+			r.Cursor = 1
+			c.Run = r
+			c.Steps = []store.Step{{Index: 0, ID: "read", Output: json.RawMessage(`{}`), IdempotencyKey: "idem-0", CompletedAt: t0}}
+		}
+		_, err = s.CommitRun(ctx, c)
+		noErr(t, err, fmt.Sprintf("requeue %s (with a step's record: %v) with a deadline before its lease", id, withStep))
+		eq(t, getRun(t, s, id).LeaseUntil.Equal(at(time.Minute)), true, "dispatch deadline of "+id)
+	}
+	sameIDs(t, runIDs(mustStalled(t, s, at(2*time.Minute))), []string{"r0", "r1"}, "stalled once the deadline passed, before the claim's lease ends")
 }
 
 func mustStalled(t testing.TB, s store.Store, now time.Time) []store.Run {
