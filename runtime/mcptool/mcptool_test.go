@@ -1,15 +1,18 @@
 package mcptool_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -131,6 +134,9 @@ func TestUnavailable(t *testing.T) {
 		{"500", serve(t, "", status(500)), client(), true, "it answered 500 Internal Server Error"},
 		{"429", serve(t, "", status(429)), client(), true, "it answered 429 Too Many Requests"},
 		{"401", serve(t, "", status(401)), client(), false, "it refused the request (401 Unauthorized)"},
+		{"403", serve(t, "", status(403)), client(), false, "could not be used: it refused the request (403 Forbidden)"},
+		{"408", serve(t, "", status(408)), client(), true, "could not be used: it answered 408 Request Timeout"},
+		{"404", serve(t, "", status(404)), client(), false, "could not be used: it answered 404 Not Found: is url its MCP endpoint?"},
 		{"egress", serve(t, "", nil), mcptool.New(mcptool.Options{}), false, "is refused by the egress policy"},
 		{"too large", serve(t, "", huge), mcptool.New(mcptool.Options{Egress: egress.Policy{Allow: egress.Loopback}, MaxResponse: 1 << 20}), false, "a response was over 1048576 bytes"},
 	}
@@ -223,5 +229,258 @@ func BenchmarkCall(b *testing.B) {
 		if _, err := c.Call(ctx, target, call); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// swappable is one MCP endpoint whose server a test replaces between
+// sessions: the "same" remote server declaring something else after deploy.
+type swappable struct{ cur atomic.Pointer[mcp.Server] }
+
+func serveSwappable(t *testing.T, first *mcp.Server) (*swappable, string) {
+	t.Helper()
+	sw := &swappable{}
+	sw.cur.Store(first)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sw.cur.Load() }, nil))
+	t.Cleanup(srv.Close)
+	return sw, srv.URL + "/mcp"
+}
+
+// createIssue is a server with one tool, create_issue, declared with desc
+// and the input and output schemas; calls counts the calls that reach it.
+func createIssue(desc, in, out string, calls *atomic.Int32) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "tracker", Version: "1"}, nil)
+	tool := &mcp.Tool{Name: "create_issue", Description: desc, InputSchema: json.RawMessage(in)}
+	if out != "" {
+		tool.OutputSchema = json.RawMessage(out)
+	}
+	s.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		calls.Add(1)
+		return &mcp.CallToolResult{StructuredContent: map[string]any{"id": "ISS-1"}}, nil
+	})
+	return s
+}
+
+const (
+	issueIn  = `{"type":"object","properties":{"title":{"type":"string"}}}`
+	issueOut = `{"type":"object","properties":{"id":{"type":"string"}}}`
+)
+
+// TestDefinitionsHoldWhatTheServerDeclares: what deploy pins is the
+// server's description and both schemas, keys sorted.
+func TestDefinitionsHoldWhatTheServerDeclares(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	_, url := serveSwappable(t, createIssue("Creates an issue.", issueIn, issueOut, &calls))
+	defs, err := client().Definitions(context.Background(), mcptool.Server{Name: "tracker", URL: url}, []string{"create_issue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mcptool.Definition{
+		Name:         "create_issue",
+		Description:  "Creates an issue.",
+		InputSchema:  json.RawMessage(`{"properties":{"title":{"type":"string"}},"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"properties":{"id":{"type":"string"}},"type":"object"}`),
+	}
+	if got := defs["create_issue"]; got.Name != want.Name || got.Description != want.Description ||
+		string(got.InputSchema) != string(want.InputSchema) || string(got.OutputSchema) != string(want.OutputSchema) {
+		t.Errorf("definition = %+v\n(%s, %s)\nwant %+v", got, got.InputSchema, got.OutputSchema, want)
+	}
+}
+
+// TestPinnedToolWhoseDefinitionChangedIsRefused: a call pinned to one
+// definition is refused, before it reaches the tool, when the server now
+// declares another description, input schema or output schema; the same
+// definition served again is called.
+func TestPinnedToolWhoseDefinitionChangedIsRefused(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		desc, in, out string
+		want          []string // what Changes names; nil: unchanged
+	}{
+		{"unchanged", "Creates an issue.", issueIn, issueOut, nil},
+		{"description", "Deletes every issue.", issueIn, issueOut, []string{"description"}},
+		{"input schema", "Creates an issue.", `{"type":"object","properties":{"title":{"type":"string"},"assignee":{"type":"string"}}}`, issueOut, []string{"inputSchema"}},
+		{"output schema", "Creates an issue.", issueIn, `{"type":"object","properties":{"id":{"type":"number"}}}`, []string{"outputSchema"}},
+		{"output schema dropped", "Creates an issue.", issueIn, "", []string{"outputSchema"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var before, after atomic.Int32
+			sw, url := serveSwappable(t, createIssue("Creates an issue.", issueIn, issueOut, &before))
+			srv := mcptool.Server{Name: "tracker", URL: url}
+			c := client()
+			pinned, err := c.Definitions(ctx, srv, []string{"create_issue"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw.cur.Store(createIssue(tc.desc, tc.in, tc.out, &after))
+			res, err := c.Call(ctx, srv, mcptool.Call{Tool: "create_issue", Arguments: json.RawMessage(`{"title":"Broken"}`),
+				IdempotencyKey: "idk_1", Fingerprint: pinned["create_issue"].Fingerprint()})
+			if tc.want == nil {
+				if err != nil || string(res.Output) != `{"id":"ISS-1"}` || after.Load() != 1 {
+					t.Fatalf("unchanged definition: %v, %s, %d calls", err, res.Output, after.Load())
+				}
+				return
+			}
+			var ce *mcptool.ChangedError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want a *ChangedError", err)
+			}
+			if n := after.Load() + before.Load(); n != 0 {
+				t.Errorf("the tool was called %d times", n)
+			}
+			now, err2 := c.Definitions(ctx, srv, []string{"create_issue"})
+			if err2 != nil {
+				t.Fatal(err2)
+			}
+			if ce.Pinned != pinned["create_issue"].Fingerprint() || ce.Now != now["create_issue"].Fingerprint() || ce.Tool != "create_issue" || ce.Server != "tracker" {
+				t.Errorf("ChangedError = %+v", ce)
+			}
+			if got := mcptool.Changes(pinned["create_issue"], now["create_issue"]); !slices.Equal(got, tc.want) {
+				t.Errorf("Changes = %v, want %v", got, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "the definition of create_issue on MCP server tracker changed since it was deployed") {
+				t.Errorf("error = %q", err)
+			}
+		})
+	}
+}
+
+// TestCallToAToolTheServerNoLongerListsIsMissing: the call names the tool
+// and what the server lists, rather than a changed definition.
+func TestCallToAToolTheServerNoLongerListsIsMissing(t *testing.T) {
+	t.Parallel()
+	url := serve(t, "Echo.", nil)
+	_, err := client().Call(context.Background(), mcptool.Server{Name: "s", URL: url}, mcptool.Call{Tool: "gone", Fingerprint: "sha256:pinned"})
+	var me *mcptool.MissingError
+	if !errors.As(err, &me) || !slices.Equal(me.Tools, []string{"gone"}) || !slices.Equal(me.Listed, []string{"echo"}) {
+		t.Errorf("err = %v, want a *MissingError for gone", err)
+	}
+}
+
+// TestCallReportsTheToolsResult: the arguments reach the tool, a result's
+// structured content is the output, and a tool's isError comes back with
+// its text blocks, one per line.
+func TestCallReportsTheToolsResult(t *testing.T) {
+	t.Parallel()
+	s := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "refund", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: req.Params.Arguments}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "charge", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{
+				&mcp.TextContent{Text: "card declined"},
+				&mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"},
+				&mcp.TextContent{Text: "try another card"},
+			}}, nil
+		})
+	httpSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(httpSrv.Close)
+	ctx := context.Background()
+	c := client()
+	srv := mcptool.Server{Name: "shop", URL: httpSrv.URL}
+	defs, err := c.Definitions(ctx, srv, []string{"refund", "charge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctx, srv, mcptool.Call{Tool: "refund", Arguments: json.RawMessage(`{"orderId":"o-1","amount":1250}`), Fingerprint: defs["refund"].Fingerprint()})
+	if err != nil || string(res.Output) != `{"amount":1250,"orderId":"o-1"}` || res.IsError {
+		t.Errorf("refund = %+v (%s), %v; want the arguments back", res, res.Output, err)
+	}
+	res, err = c.Call(ctx, srv, mcptool.Call{Tool: "charge", Arguments: json.RawMessage(`{}`), Fingerprint: defs["charge"].Fingerprint()})
+	if err != nil || !res.IsError || res.Text != "card declined\ntry another card" {
+		t.Errorf("charge = %+v, %v; want isError with its text", res, err)
+	}
+}
+
+// TestResponseLimit: a response of exactly MaxResponse bytes is read, one
+// byte more is refused (not retryable); the default is 4 MiB.
+func TestResponseLimit(t *testing.T) {
+	t.Parallel()
+	// serveSized serves echo described so that its tools/list response is
+	// want bytes, and reports the size the server wrote.
+	var mu sync.Mutex
+	written := map[string]int{}
+	serveSized := func(desc string) string {
+		var url string
+		url = serve(t, desc, func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				cw := &countingWriter{ResponseWriter: w}
+				h.ServeHTTP(cw, r)
+				if bytes.Contains(body, []byte(`"tools/list"`)) {
+					mu.Lock()
+					written[url] = cw.n
+					mu.Unlock()
+				}
+			})
+		})
+		return url
+	}
+	url := serveSized("x")
+	if _, err := client().Definitions(context.Background(), mcptool.Server{Name: "s", URL: url}, []string{"echo"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	base := written[url] // with a one-byte description
+	mu.Unlock()
+	cases := []struct {
+		name    string
+		max     int64 // MaxResponse; 0 for the default
+		size    int   // of the tools/list response
+		refused bool
+	}{
+		{"at the limit", 64 << 10, 64 << 10, false},
+		{"one byte over", 64 << 10, 64<<10 + 1, true},
+		{"at the default", 0, 4 << 20, false},
+		{"one byte over the default", 0, 4<<20 + 1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url := serveSized(strings.Repeat("x", 1+tc.size-base))
+			c := mcptool.New(mcptool.Options{Egress: egress.Policy{Allow: egress.Loopback}, MaxResponse: tc.max})
+			_, err := c.Definitions(context.Background(), mcptool.Server{Name: "s", URL: url}, []string{"echo"})
+			mu.Lock()
+			got := written[url]
+			mu.Unlock()
+			if got != tc.size {
+				t.Fatalf("tools/list answered %d bytes, want %d", got, tc.size)
+			}
+			if !tc.refused {
+				if err != nil {
+					t.Errorf("a response of %d bytes: %v", tc.size, err)
+				}
+				return
+			}
+			var ue *mcptool.UnavailableError
+			if !errors.As(err, &ue) || ue.Retryable || !strings.Contains(err.Error(), fmt.Sprintf("a response was over %d bytes", tc.size-1)) {
+				t.Errorf("a response of %d bytes: err = %v (%#v)", tc.size, err, ue)
+			}
+		})
+	}
+}
+
+// countingWriter counts the body bytes a handler writes.
+type countingWriter struct {
+	http.ResponseWriter
+	n int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += n
+	return n, err
+}
+
+func (w *countingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
