@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -334,4 +335,222 @@ func TestPackRefusesWhatCannotBeBundled(t *testing.T) {
 	wantError(t, err, bundle.CodeUnresolvedImport, "missing-dep.js:1:", "npm install")
 	_, err = bundle.Pack(context.Background(), "testdata/src/index.ts", bundle.PackOptions{MaxSize: 100})
 	wantError(t, err, bundle.CodeTooLarge, "index.ts", "over the 100 bytes limit")
+}
+
+// TestSizeLimitIsTheLastByteAllowed: a bundle of exactly MaxSize bytes is
+// loaded, one byte more is refused; the default is the 5 MiB of
+// docs/http-api.md.
+func TestSizeLimitIsTheLastByteAllowed(t *testing.T) {
+	t.Parallel()
+	src := "export const s = '" + strings.Repeat("x", 1000) + "';"
+	if _, err := load(t, bundle.NewCompiler(bundle.Options{MaxSize: len(src)}), src); err != nil {
+		t.Errorf("a bundle of exactly MaxSize: %v", err)
+	}
+	_, err := load(t, bundle.NewCompiler(bundle.Options{MaxSize: len(src) - 1}), src)
+	wantError(t, err, bundle.CodeTooLarge, "handlers.mjs", "over the")
+	big := "export const s = '" + strings.Repeat("x", 5<<20) + "';"
+	_, err = load(t, bundle.NewCompiler(bundle.Options{}), big)
+	wantError(t, err, bundle.CodeTooLarge, "handlers.mjs", "over the 5.0 MiB limit")
+}
+
+// TestErrorNamesWhatItKnows: file:line:column when the line is known, the
+// file alone when not, and one line per further problem.
+func TestErrorNamesWhatItKnows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  bundle.Error
+		want string
+	}{
+		{bundle.Error{File: "handlers.mjs", Line: 3, Column: 5, Message: "bad"}, "handlers.mjs:3:5: bad"},
+		{bundle.Error{File: "handlers.mjs", Message: "bad"}, "handlers.mjs: bad"},
+		{bundle.Error{Message: "bad"}, "bad"},
+		{bundle.Error{File: "a.ts", Line: 1, Column: 1, Message: "one", More: []*bundle.Error{{File: "b.ts", Message: "two"}}}, "a.ts:1:1: one\nb.ts: two"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+	_, err := load(t, bundle.NewCompiler(bundle.Options{}), "const a = 1;\n")
+	if !strings.HasPrefix(fmt.Sprint(err), "handlers.mjs: the bundle has no exports") {
+		t.Errorf("no exports: %v", err)
+	}
+}
+
+// TestLoadReportsEveryUnresolvedImport: each import is named at its line,
+// not only the first.
+func TestLoadReportsEveryUnresolvedImport(t *testing.T) {
+	t.Parallel()
+	_, err := load(t, bundle.NewCompiler(bundle.Options{}), "import fs from 'fs';\nimport os from 'os';\nexport const x = [fs, os];\n")
+	wantError(t, err, bundle.CodeUnresolvedImport, "handlers.mjs:1:", `"fs"`)
+	wantError(t, err, bundle.CodeUnresolvedImport, "handlers.mjs:2:", `"os"`)
+	if be, _ := bundle.AsError(err); len(be.More) != 1 || be.More[0].Line != 2 {
+		t.Errorf("further errors = %v, want the import of os on line 2", be.More)
+	}
+}
+
+// TestExportsListedInAnotherProcess: with Options.ListExports, the
+// exports it lists are sorted (Export finds them), an empty list is
+// refused, and a failure that is not the bundle's is returned and not
+// cached.
+func TestExportsListedInAnotherProcess(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		calls int
+		list  []bundle.Export
+		fail  error
+	)
+	c := bundle.NewCompiler(bundle.Options{ListExports: func(_ context.Context, b *bundle.Bundle) ([]bundle.Export, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if b.Program != nil || b.Digest != bundle.Digest(b.Source) {
+			t.Errorf("bundle handed to ListExports: program %v, digest %s", b.Program, b.Digest)
+		}
+		return slices.Clone(list), fail
+	}})
+	list = []bundle.Export{{Name: "refundOrder", Function: true}, {Name: "listOrders", Function: true}, {Name: "VERSION"}}
+	b := mustLoad(t, c, "export const VERSION = 1;\n")
+	if want := []bundle.Export{{"VERSION", false}, {"listOrders", true}, {"refundOrder", true}}; !slices.Equal(b.Exports, want) {
+		t.Errorf("exports = %v, want %v", b.Exports, want)
+	}
+	if _, ok := b.Export("listOrders"); !ok {
+		t.Error("Export(listOrders) not found")
+	}
+	list = nil
+	_, err := load(t, c, "export const a = 1;\n")
+	wantError(t, err, bundle.CodeNoExports, "handlers.mjs", "has no exports")
+
+	fail = errors.New("worker crashed")
+	if _, err := load(t, c, "export const b = 1;\n"); !errors.Is(err, fail) {
+		t.Errorf("err = %v, want the worker's", err)
+	}
+	fail, list = nil, []bundle.Export{{Name: "b"}}
+	before := calls
+	if _, err := load(t, c, "export const b = 1;\n"); err != nil || calls != before+1 {
+		t.Errorf("after a worker failure: %v, %d calls (want one more than %d)", err, calls, before)
+	}
+}
+
+// TestCompileSortsTheExportsItIsGiven: a bundle compiled with the exports
+// another process listed finds each by name, whatever their order.
+func TestCompileSortsTheExportsItIsGiven(t *testing.T) {
+	t.Parallel()
+	b, err := bundle.Compile("handlers.mjs", []byte("export function b() {}\nexport function a() {}\n"), []bundle.Export{{"b", true}, {"a", true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, ok := b.Export(name); !ok {
+			t.Errorf("Export(%s) not found in %v", name, b.Exports)
+		}
+	}
+}
+
+// TestListExportsOnACompiledBundle: ListExports with no timeout uses its
+// default (the top level below runs for 20 ms), lists the exports, and
+// refuses a bundle that has none.
+func TestListExportsOnACompiledBundle(t *testing.T) {
+	t.Parallel()
+	setup := func(vm *goja.Runtime) error {
+		return vm.Set("pause", func() { time.Sleep(20 * time.Millisecond) })
+	}
+	b, err := bundle.Compile("handlers.mjs", []byte("pause();\nexport function f() {}\nexport const v = 1;\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bundle.ListExports(context.Background(), b, setup, 0)
+	if want := []bundle.Export{{"f", true}, {"v", false}}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("ListExports = %v, %v; want %v", got, err, want)
+	}
+	none, err := bundle.Compile("handlers.mjs", []byte("const a = 1;\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bundle.ListExports(context.Background(), none, nil, 0)
+	wantError(t, err, bundle.CodeNoExports, "handlers.mjs", "has no exports")
+}
+
+// TestCacheHoldsSixtyFourByDefault: the 64 most recently loaded bundles
+// stay compiled; the 65th evicts the least recently used.
+func TestCacheHoldsSixtyFourByDefault(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{})
+	var loaded []*bundle.Bundle
+	for i := range 65 {
+		loaded = append(loaded, mustLoad(t, c, fmt.Sprintf("export const n = %d;\n", i)))
+	}
+	if _, ok := c.Get(loaded[0].Digest); ok {
+		t.Error("65 bundles cached")
+	}
+	for i, b := range loaded[1:] {
+		if _, ok := c.Get(b.Digest); !ok {
+			t.Fatalf("bundle %d of the last 64 is no longer cached", i+1)
+		}
+	}
+}
+
+// TestSetupFailureIsReported: a runtime Setup could not prepare fails the
+// load with Setup's error, which is not the bundle's.
+func TestSetupFailureIsReported(t *testing.T) {
+	t.Parallel()
+	broken := errors.New("no globals")
+	c := bundle.NewCompiler(bundle.Options{Setup: func(*goja.Runtime) error { return broken }})
+	_, err := load(t, c, "export const a = 1;\n")
+	if !errors.Is(err, broken) {
+		t.Errorf("err = %v, want Setup's", err)
+	}
+	if _, ok := bundle.AsError(err); ok {
+		t.Errorf("a failed Setup is reported as the bundle's: %v", err)
+	}
+}
+
+// TestTopLevelErrorThrownInThePreludeNamesTheBundle: an exception thrown
+// by a prelude function the top level calls is placed at the bundle's
+// line that called it, not in the prelude.
+func TestTopLevelErrorThrownInThePreludeNamesTheBundle(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{Setup: func(vm *goja.Runtime) error {
+		_, err := vm.RunScript("stead:prelude", "function fail(m) { throw new Error(m) }")
+		return err
+	}})
+	_, err := load(t, c, "export const a = 1;\nfail('boot failed');\n")
+	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs:2:", "boot failed")
+}
+
+// TestEvalReadsNoSourceMapFile: code a handler evaluates (eval, Function)
+// that names a source map by a file:// URL does not make the runtime open
+// that file. The map is a fifo: opening it for writing without blocking
+// succeeds only while a reader has it open.
+func TestEvalReadsNoSourceMapFile(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"eval(%q)", "new Function(%q)()"} {
+		fifo := filepath.Join(t.TempDir(), "map")
+		if err := mkfifo(fifo); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		vm := bundle.NewRuntime()
+		done := make(chan error, 1)
+		go func() {
+			_, err := vm.RunString(fmt.Sprintf(code, "1\n//# sourceMappingURL=file://"+fifo))
+			done <- err
+		}()
+		for opened := false; !opened; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: %v", code, err)
+				}
+				opened = true
+			default:
+				if w, err := openWriter(fifo); err == nil {
+					_ = w.Close() // unblocks the reader
+					t.Errorf("%s: the runtime opened the source map file it names", code)
+					<-done
+					opened = true
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
 }
