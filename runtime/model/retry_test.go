@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"stead/runtime/egress"
 	"stead/runtime/model"
 	"stead/runtime/redact"
 )
@@ -156,5 +157,225 @@ func TestRedact(t *testing.T) {
 	got := redact.String(`key sk-1 and "a\"b" and a"b`, "sk-1", `a"b`, "")
 	if got != `key [REDACTED] and "[REDACTED]" and [REDACTED]` {
 		t.Errorf("Redact = %q", got)
+	}
+}
+
+// TestCompleteRetryDefaults: MaxRetries 0 is one attempt, a negative
+// MaxRetries is 3 retries, and a zero Timeout is 2 minutes.
+func TestCompleteRetryDefaults(t *testing.T) {
+	t.Parallel()
+	fails := func(n int, err error) *scripted {
+		s := &scripted{}
+		for range n {
+			s.results = append(s.results, err)
+		}
+		return s
+	}
+	ft := &fakeTime{now: time.Unix(0, 0)}
+	pol := policy(ft)
+	pol.MaxRetries = 0
+	p := fails(2, serverError)
+	_, n, err := model.Complete(context.Background(), p, model.Request{}, pol)
+	var gu *model.GiveUpError
+	if !errors.As(err, &gu) || n != 1 || p.calls != 1 {
+		t.Errorf("MaxRetries 0: err = %v after %d attempts, %d calls; want one", err, n, p.calls)
+	}
+
+	pol.MaxRetries = -1
+	p = fails(5, serverError)
+	_, n, err = model.Complete(context.Background(), p, model.Request{}, pol)
+	if !errors.As(err, &gu) || n != 4 || p.calls != 4 {
+		t.Errorf("MaxRetries -1: err = %v after %d attempts, %d calls; want 4", err, n, p.calls)
+	}
+
+	for _, tc := range []struct {
+		retryAfter time.Duration
+		attempts   int
+	}{
+		{119 * time.Second, 2}, // ends before the 2m deadline
+		{120 * time.Second, 1}, // would end on it
+	} {
+		ft := &fakeTime{now: time.Unix(0, 0)}
+		pol := policy(ft)
+		pol.Timeout = 0
+		ra := &model.Error{Provider: "p", Status: 429, Retryable: true, RetryAfter: tc.retryAfter}
+		_, n, err := model.Complete(context.Background(), &scripted{results: []error{ra, nil}}, model.Request{}, pol)
+		if n != tc.attempts || (tc.attempts == 2) != (err == nil) {
+			t.Errorf("zero Timeout, Retry-After %s: %d attempts, %v; want %d", tc.retryAfter, n, err, tc.attempts)
+		}
+	}
+}
+
+// deadlines answers each Complete with the next result and records how
+// long its request had.
+type deadlines struct {
+	results []error
+	left    []time.Duration
+}
+
+func (d *deadlines) Complete(ctx context.Context, _ model.Request) (model.Response, error) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(24 * time.Hour)
+	}
+	d.left = append(d.left, time.Until(dl))
+	err := d.results[0]
+	d.results = d.results[1:]
+	return model.Response{}, err
+}
+
+// TestCompleteBoundsEachRequest: a request has RequestTimeout, a minute by
+// default, and never more than what is left of Timeout.
+func TestCompleteBoundsEachRequest(t *testing.T) {
+	t.Parallel()
+	ft := &fakeTime{now: time.Unix(0, 0)}
+	pol := policy(ft)
+	pol.Timeout = 10 * time.Minute
+	p := &deadlines{results: []error{nil}}
+	if _, _, err := model.Complete(context.Background(), p, model.Request{}, pol); err != nil {
+		t.Fatal(err)
+	}
+	if p.left[0] > time.Minute || p.left[0] < 50*time.Second {
+		t.Errorf("default request timeout: the request had %s, want a minute", p.left[0])
+	}
+
+	ft = &fakeTime{now: time.Unix(0, 0)}
+	pol = policy(ft)
+	pol.RequestTimeout = 45 * time.Second
+	ra := &model.Error{Provider: "p", Status: 429, Retryable: true, RetryAfter: 50 * time.Second}
+	p = &deadlines{results: []error{ra, nil}}
+	if _, _, err := model.Complete(context.Background(), p, model.Request{}, pol); err != nil {
+		t.Fatal(err)
+	}
+	// The first request had its 45s; after the 50s wait, 10s of the minute
+	// are left.
+	if p.left[0] > 45*time.Second || p.left[0] < 35*time.Second || p.left[1] > 10*time.Second {
+		t.Errorf("the requests had %v, want 45s and at most 10s", p.left)
+	}
+}
+
+// TestCompleteBackoffStaysWithinMaxDelay: past the point where
+// BaseDelay·2ⁿ would overflow, the wait is still MaxDelay's.
+func TestCompleteBackoffStaysWithinMaxDelay(t *testing.T) {
+	t.Parallel()
+	ft := &fakeTime{now: time.Unix(0, 0)}
+	pol := policy(ft)
+	pol.MaxRetries = 70
+	pol.Timeout = 24 * time.Hour
+	pol.MaxDelay = time.Second
+	p := &scripted{}
+	for range 70 {
+		p.results = append(p.results, serverError)
+	}
+	p.results = append(p.results, nil)
+	if _, n, err := model.Complete(context.Background(), p, model.Request{}, pol); err != nil || n != 71 {
+		t.Fatalf("Complete = %d attempts, %v", n, err)
+	}
+	// Jitter 0: half of 500ms, then half of the 1s cap.
+	for i, w := range ft.waits {
+		want := 500 * time.Millisecond
+		if i == 0 {
+			want = 250 * time.Millisecond
+		}
+		if w != want {
+			t.Fatalf("wait %d = %s, want %s (waits %v)", i, w, want, ft.waits)
+		}
+	}
+}
+
+// TestCompleteReturnsTheCallersErrorWhenCancelled: a caller that cancels
+// while a retryable failure is answered, or during the wait before the
+// next attempt, gets its context's error after one attempt, not a
+// give-up; the real wait ends when the caller cancels.
+func TestCompleteReturnsTheCallersErrorWhenCancelled(t *testing.T) {
+	t.Parallel()
+	check := func(name string, err error, n, calls int) {
+		t.Helper()
+		var gu *model.GiveUpError
+		if !errors.Is(err, context.Canceled) || errors.As(err, &gu) || n != 1 || calls != 1 {
+			t.Errorf("%s: err = %v after %d attempts, %d calls; want context.Canceled after one", name, err, n, calls)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ft := &fakeTime{now: time.Unix(0, 0)}
+	pol := policy(ft)
+	p := &cancelling{cancel: cancel, err: rateLimited}
+	_, n, err := model.Complete(ctx, p, model.Request{}, pol)
+	check("cancelled while answering", err, n, p.calls)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	pol = policy(&fakeTime{now: time.Unix(0, 0)})
+	pol.Sleep = func(ctx context.Context, _ time.Duration) error {
+		cancel()
+		return ctx.Err()
+	}
+	p2 := &scripted{results: []error{rateLimited, nil}}
+	_, n, err = model.Complete(ctx, p2, model.Request{}, pol)
+	check("cancelled during the wait", err, n, p2.calls)
+
+	// The policy's own wait: an hour, unless the caller cancels.
+	ctx, cancel = context.WithCancel(context.Background())
+	pol = model.RetryPolicy{MaxRetries: 1, Timeout: 24 * time.Hour, BaseDelay: 2 * time.Hour, MaxDelay: 2 * time.Hour,
+		Jitter: func() float64 { return 0 }, OnRetry: func(model.RetryInfo) { cancel() }}
+	p3 := &scripted{results: []error{rateLimited, nil}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, n, err = model.Complete(ctx, p3, model.Request{}, pol)
+	}()
+	select {
+	case <-done:
+		check("cancelled during a real wait", err, n, p3.calls)
+	case <-time.After(10 * time.Second):
+		t.Error("the wait went on after the caller cancelled")
+	}
+}
+
+// cancelling cancels its caller's context, then answers err.
+type cancelling struct {
+	cancel context.CancelFunc
+	err    error
+	calls  int
+}
+
+func (c *cancelling) Complete(context.Context, model.Request) (model.Response, error) {
+	c.calls++
+	c.cancel()
+	return model.Response{}, c.err
+}
+
+// TestRequestTimeoutNamesTheProvider: a request its deadline ended, which
+// the provider reported as a refusal of its own, becomes a retryable
+// timeout that keeps the provider's name.
+func TestRequestTimeoutNamesTheProvider(t *testing.T) {
+	t.Parallel()
+	pol := policy(&fakeTime{now: time.Unix(0, 0)})
+	pol.MaxRetries = 0
+	pol.RequestTimeout = 5 * time.Millisecond
+	_, _, err := model.Complete(context.Background(), &refusingLate{}, model.Request{}, pol)
+	var pe *model.Error
+	if !errors.As(err, &pe) || pe.Provider != "openai gpt-4o-mini" || pe.Code != "timeout" || !pe.Retryable {
+		t.Errorf("err = %v (%#v), want a retryable timeout of openai gpt-4o-mini", err, pe)
+	}
+}
+
+// refusingLate waits for its request's end and reports it as a refusal.
+type refusingLate struct{}
+
+func (refusingLate) Complete(ctx context.Context, _ model.Request) (model.Response, error) {
+	<-ctx.Done()
+	return model.Response{}, &model.Error{Provider: "openai gpt-4o-mini", Message: "request canceled"}
+}
+
+// TestErrorUnwrapsItsCause: the egress policy's refusal stays reachable
+// through a provider error and a give-up.
+func TestErrorUnwrapsItsCause(t *testing.T) {
+	t.Parallel()
+	refusal := &egress.RefusedError{Reason: "a loopback address"}
+	err := error(&model.GiveUpError{Attempts: 1, Err: &model.Error{Provider: "openai m", Message: "refused", Err: refusal}})
+	var re *egress.RefusedError
+	if !errors.As(err, &re) || re != refusal {
+		t.Errorf("errors.As(%v, *egress.RefusedError) = %v", err, re)
 	}
 }
