@@ -170,6 +170,7 @@ func TestStagePrefix(t *testing.T) {
 		{"prod", "/prod/v1/runs", "/v1/runs"},
 		{"prod", "/prod", "/"},
 		{"prod", "/production/v1", "/production/v1"},
+		{"$default", "/$default/v1/runs", "/$default/v1/runs"},
 	} {
 		var s seen
 		h := apigw.New(recorder(&s, nil), apigw.Options{})
@@ -207,8 +208,11 @@ func TestBadInput(t *testing.T) {
 	var called bool
 	h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		called = true
-		if r.URL.Path == "/panic" {
+		switch r.URL.Path {
+		case "/panic":
 			panic("boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
 		}
 	}), apigw.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
@@ -232,6 +236,7 @@ func TestBadInput(t *testing.T) {
 		{"runner event", bad("api-runner-event.json"), `version is ""`},
 		{"no method", []byte(`{"version":"2.0","rawPath":"/"}`), "no requestContext.http.method"},
 		{"no path", []byte(`{"version":"2.0","rawPath":"","requestContext":{"http":{"method":"GET"}}}`), "rawPath"},
+		{"relative path", []byte(`{"version":"2.0","rawPath":"v1/runs","requestContext":{"http":{"method":"GET"}}}`), `rawPath "v1/runs" does not start with "/"`},
 	} {
 		_, err := lambda.NewHandler(h).Invoke(context.Background(), c.payload)
 		var ee *apigw.EventError
@@ -246,6 +251,13 @@ func TestBadInput(t *testing.T) {
 	res := invoke(t, h, []byte(`{"version":"2.0","rawPath":"/v1/x","isBase64Encoded":true,"body":"%%%","requestContext":{"http":{"method":"POST"}}}`))
 	if res.StatusCode != 400 || !strings.Contains(res.Body, `"invalid_argument"`) || !strings.Contains(res.Body, "base64") {
 		t.Errorf("bad base64 body: %d %s", res.StatusCode, res.Body)
+	}
+	if res.Headers["Content-Type"] != "application/json; charset=utf-8" || res.Headers["Cache-Control"] != "no-store" {
+		t.Errorf("bad base64 body: headers %v, want JSON and Cache-Control: no-store", res.Headers)
+	}
+	res = invoke(t, h, []byte(`{"version":"2.0","rawPath":"/abort","requestContext":{"http":{"method":"GET"}}}`))
+	if res.StatusCode != 500 || strings.Contains(logs.String(), "handler panicked") {
+		t.Errorf("aborted handler: %d %s, want a 500 that is not logged as a panic: %s", res.StatusCode, res.Body, logs.String())
 	}
 	res = invoke(t, h, []byte(`{"version":"2.0","rawPath":"/panic","requestContext":{"http":{"method":"GET"}}}`))
 	if res.StatusCode != 500 || !strings.Contains(res.Body, `"internal"`) {
@@ -270,6 +282,44 @@ func TestResponseTooLarge(t *testing.T) {
 		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}})
 	if res.StatusCode != 500 || !strings.Contains(res.Body, "limit=") {
 		t.Fatalf("oversized response: %d %.200s", res.StatusCode, res.Body)
+	}
+}
+
+// A response of exactly MaxResponse bytes is served whole; one byte more is
+// the 500 of TestResponseTooLarge.
+func TestResponseAtTheLimit(t *testing.T) {
+	t.Parallel()
+	h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("a"), apigw.MaxResponse))
+	}), apigw.Options{})
+	res := h.Serve(context.Background(), events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/big",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}})
+	if res.StatusCode != 200 || len(res.Body) != apigw.MaxResponse {
+		t.Fatalf("a response of MaxResponse bytes: %d, %d bytes; want 200 with all of it", res.StatusCode, len(res.Body))
+	}
+}
+
+// Content-Length is the body's, both ways: the handler sees the decoded
+// body's length and no Content-Length header of API Gateway's (base64
+// changes the length), and the response's header, when the handler set
+// one, is recomputed from what it wrote.
+func TestContentLengthFollowsTheBody(t *testing.T) {
+	t.Parallel()
+	var s seen
+	h := apigw.New(recorder(&s, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "999")
+		_, _ = w.Write([]byte("abc"))
+	}), apigw.Options{})
+	res := h.Serve(context.Background(), events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: "/v1/x", Body: base64.StdEncoding.EncodeToString([]byte("hello")), IsBase64Encoded: true,
+		Headers:        map[string]string{"content-length": "8"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"}},
+	})
+	if got := s.r.Header.Get("Content-Length"); got != "" || s.r.ContentLength != 5 || string(s.body) != "hello" {
+		t.Errorf("request: Content-Length header %q, ContentLength %d, body %q; want no header, 5, hello", got, s.r.ContentLength, s.body)
+	}
+	if res.Headers["Content-Length"] != "3" || res.Body != "abc" {
+		t.Errorf("response: Content-Length %q, body %q; want 3, abc", res.Headers["Content-Length"], res.Body)
 	}
 }
 
@@ -310,6 +360,45 @@ func TestDeadlines(t *testing.T) {
 		}
 		if res.StatusCode != 200 || res.Body != "id: 1\ndata: {}\n\n" || res.Headers["Content-Type"] != "text/event-stream" {
 			t.Errorf("stream response %d %q %v", res.StatusCode, res.Body, res.Headers)
+		}
+
+		// An Accept that lists the stream among other types is a stream.
+		ev.Headers = map[string]string{"accept": "application/json, text/event-stream"}
+		start = time.Now()
+		h.Serve(ctx, ev)
+		if took := time.Since(start); took != 5*time.Second {
+			t.Errorf("Accept: application/json, text/event-stream: the stream lasted %s, want the 5s window", took)
+		}
+	})
+}
+
+// Without Options, a handler's context ends DefaultReserve before the
+// invocation's deadline and a stream is cut after DefaultStreamWindow.
+func TestDefaultOptions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var got time.Time
+		h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, _ = r.Context().Deadline()
+			if r.Header.Get("Accept") == "text/event-stream" {
+				_, _ = io.WriteString(w, "id: 1\ndata: {}\n\n")
+				<-r.Context().Done()
+			}
+		}), apigw.Options{})
+		deadline := time.Now().Add(29 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs/r/events",
+			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}}
+		h.Serve(ctx, ev)
+		if want := deadline.Add(-apigw.DefaultReserve); !got.Equal(want) {
+			t.Errorf("handler deadline %s, want %s", got, want)
+		}
+		ev.Headers = map[string]string{"accept": "text/event-stream"}
+		start := time.Now()
+		res := h.Serve(ctx, ev)
+		if took := time.Since(start); took != apigw.DefaultStreamWindow || res.Body != "id: 1\ndata: {}\n\n" {
+			t.Errorf("the stream lasted %s with %q, want the %s default window with its event", took, res.Body, apigw.DefaultStreamWindow)
 		}
 	})
 }
