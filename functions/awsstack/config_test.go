@@ -70,6 +70,26 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("%s: %v, %v; want %v", awsstack.EnvEgressAllow, c.EgressAllow, err, want)
 	}
 	delete(m, awsstack.EnvEgressAllow)
+	// The bounds of the numeric settings are themselves accepted.
+	for _, c := range []struct {
+		name, value string
+		got         func(awsstack.Config) any
+		want        any
+	}{
+		{awsstack.EnvMaxBundleBytes, "1024", func(c awsstack.Config) any { return c.MaxBundleBytes }, int64(1024)},
+		{awsstack.EnvMaxBundleBytes, fmt.Sprint(awsstack.MaxBundleBytesLimit), func(c awsstack.Config) any { return c.MaxBundleBytes }, int64(awsstack.MaxBundleBytesLimit)},
+		{awsstack.EnvDispatchGrace, "1s", func(c awsstack.Config) any { return c.DispatchGrace }, time.Second},
+		{awsstack.EnvDispatchGrace, "1h", func(c awsstack.Config) any { return c.DispatchGrace }, time.Hour},
+		{awsstack.EnvMCPWait, "1s", func(c awsstack.Config) any { return c.MCPWait }, time.Second},
+		{awsstack.EnvMCPWait, "25s", func(c awsstack.Config) any { return c.MCPWait }, 25 * time.Second},
+	} {
+		m[c.name] = c.value
+		cfg, err := awsstack.FromEnv(awsstack.RunnerFunction, env(m))
+		if err != nil || c.got(cfg) != c.want {
+			t.Errorf("%s=%s: %v, %v; want %v", c.name, c.value, c.got(cfg), err, c.want)
+		}
+		delete(m, c.name)
+	}
 	// The runner ignores a runner function name: it never dispatches.
 	m[awsstack.EnvRunnerFunction] = "self"
 	if c, _ := awsstack.FromEnv(awsstack.RunnerFunction, env(m)); c.RunnerFunction != "" {
@@ -94,12 +114,21 @@ func TestFromEnvProblems(t *testing.T) {
 		{awsstack.APIFunction, map[string]string{awsstack.EnvMaxBundleBytes: "7340032"}, []string{"STEAD_MAX_BUNDLE_BYTES must be between 1024 and"}},
 		{awsstack.APIFunction, map[string]string{awsstack.EnvDispatchGrace: "30"}, []string{`STEAD_DISPATCH_GRACE must be a duration such as "30s" (got "30")`}},
 		{awsstack.APIFunction, map[string]string{awsstack.EnvDispatchGrace: "10ms"}, []string{"STEAD_DISPATCH_GRACE must be between 1s and 1h"}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvBundlePrefix: "spill/bundles/"}, []string{"must not overlap"}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvMaxBundleBytes: "1023"}, []string{"STEAD_MAX_BUNDLE_BYTES must be between 1024 and"}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvDispatchGrace: "61m"}, []string{"STEAD_DISPATCH_GRACE must be between 1s and 1h"}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvMCPWait: "20"}, []string{`STEAD_MCP_WAIT must be a duration such as "20s" (got "20")`}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvMCPWait: "26s"}, []string{"STEAD_MCP_WAIT must be between 1s and 25s, inside API Gateway's 29 s"}},
+		{awsstack.APIFunction, map[string]string{awsstack.EnvMCPWait: "500ms"}, []string{"STEAD_MCP_WAIT must be between 1s and 25s"}},
 		{awsstack.APIFunction, map[string]string{awsstack.EnvS3PathStyle: "yes please"}, []string{"STEAD_S3_PATH_STYLE must be true or false"}},
 		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.0.0/8,vpc"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "vpc" is not an IP address or CIDR range`}},
 		{awsstack.RunnerFunction, map[string]string{awsstack.EnvEgressAllow: "10.0.5.0/16"}, []string{`STEAD_EGRESS_ALLOW must list address ranges such as 10.0.0.0/8,fd00::/8: "10.0.5.0/16" has bits set past its /16; write the range as 10.0.0.0/16`}},
 		{awsstack.RunnerFunction, map[string]string{awsstack.EnvPublicURL: "stead.example.com"}, []string{`STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: the scheme is not http or https (got "stead.example.com")`}},
 		{awsstack.SweeperFunction, map[string]string{awsstack.EnvPublicURL: "https://stead.example.com/?x=1"}, []string{"STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: links are built by appending to it, so it takes no query or fragment"}},
 		{awsstack.SweeperFunction, map[string]string{awsstack.EnvPublicURL: "https:///console"}, []string{"STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: it names no host"}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvPublicURL: "https://ops:secret@stead.example.com"}, []string{"STEAD_PUBLIC_URL must be where people reach Stead, an absolute http or https URL such as https://stead.example.com: it carries a user name or password"}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvPublicURL: "https://stead.example.com/#/console"}, []string{"links are built by appending to it, so it takes no query or fragment"}},
+		{awsstack.RunnerFunction, map[string]string{awsstack.EnvPublicURL: "https://stead.example.com/?"}, []string{"links are built by appending to it, so it takes no query or fragment"}},
 		{"worker", nil, []string{`unknown function "worker"`}},
 	} {
 		m := base()

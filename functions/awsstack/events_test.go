@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -59,6 +60,9 @@ func TestParseRunnerEvent(t *testing.T) {
 		{"{\"runId\": \"run_\xff\"}", "runId: is not valid UTF-8", false},
 		{`{"runId": "run_1", "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "deeper than 64 levels", false},
 		{`{"runId": null}`, "runId is missing or empty", false},
+		// A run id is at most 128 characters.
+		{`{"runId": "run_` + strings.Repeat("x", 124) + `"}`, "run_" + strings.Repeat("x", 124), true},
+		{`{"runId": "run_` + strings.Repeat("x", 125) + `"}`, "is not a run id", false},
 	} {
 		ev, err := awsstack.ParseRunnerEvent([]byte(c.payload))
 		switch {
@@ -139,6 +143,18 @@ func TestRunnerDeadline(t *testing.T) {
 		}
 		if want := deadline.Add(-2 * time.Second); !got.Equal(want) || !notified.Equal(want) {
 			t.Errorf("execution deadline %s, notifications deadline %s; want %s for both", got, notified, want)
+		}
+
+		// With less than twice the reserve left, none is kept back: the
+		// execution gets what there is.
+		deadline = time.Now().Add(3 * time.Second)
+		ctx, cancel = context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		if _, err := h.Invoke(ctx, []byte(`{"runId":"run_2"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(deadline) || !notified.Equal(deadline) {
+			t.Errorf("3s left: execution deadline %s, notifications deadline %s; want %s for both", got, notified, deadline)
 		}
 	})
 }
@@ -267,6 +283,20 @@ func TestSweeperDeadline(t *testing.T) {
 			t.Errorf("sweep deadline %s, notifications deadline %s; want %s and 2s before", swept, notified, deadline)
 		}
 	})
+}
+
+// AWS_LAMBDA_LOG_LEVEL's six levels map onto slog's four.
+func TestLoggerLevels(t *testing.T) {
+	t.Parallel()
+	for level, want := range map[string]slog.Level{
+		"TRACE": slog.LevelDebug, "DEBUG": slog.LevelDebug, "INFO": slog.LevelInfo, "": slog.LevelInfo,
+		"WARN": slog.LevelWarn, "ERROR": slog.LevelError, "FATAL": slog.LevelError, " fatal ": slog.LevelError,
+	} {
+		log := awsstack.NewLogger(io.Discard, awsstack.APIFunction, level)
+		if !log.Enabled(context.Background(), want) || (want > slog.LevelDebug && log.Enabled(context.Background(), want-4)) {
+			t.Errorf("AWS_LAMBDA_LOG_LEVEL=%q: want slog level %s", level, want)
+		}
+	}
 }
 
 func TestLogger(t *testing.T) {

@@ -190,6 +190,32 @@ func TestDispatcher(t *testing.T) {
 	}
 }
 
+// answering is an Invoker that answers every Invoke with status.
+type answering struct{ status int32 }
+
+func (a answering) Invoke(context.Context, *awslambda.InvokeInput, ...func(*awslambda.Options)) (*awslambda.InvokeOutput, error) {
+	return &awslambda.InvokeOutput{StatusCode: a.status}, nil
+}
+
+// An asynchronous Invoke is queued only when Lambda answers 202 Accepted:
+// any other status (a 200 is a synchronous invocation's) is a failed
+// dispatch, returned and logged, so the sweeper dispatches the run again.
+func TestDispatcherWantsAccepted(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	d := awsstack.NewDispatcher(answering{http.StatusOK}, "stead-runner", slog.New(slog.NewJSONHandler(&logs, nil)))
+	err := d.Dispatch(context.Background(), "run_03")
+	if err == nil || !strings.Contains(err.Error(), "lambda answered status 200, not 202 Accepted") {
+		t.Errorf("dispatch answered 200: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"dispatch failed; the sweeper will dispatch the run again","run":"run_03"`) {
+		t.Errorf("the failed dispatch is not logged: %s", logs.String())
+	}
+	if err := awsstack.NewDispatcher(answering{http.StatusAccepted}, "stead-runner", nil).Dispatch(context.Background(), "run_04"); err != nil {
+		t.Errorf("dispatch answered 202: %v", err)
+	}
+}
+
 // Every function's notifier sends through the owner's egress policy, from
 // the same variable as handlers' fetch: a receiver on loopback is refused
 // until STEAD_EGRESS_ALLOW admits it. The API function's ping shows it.

@@ -396,8 +396,8 @@ func bootstrap(t *testing.T, bin string, env []string) string {
 	if err != nil {
 		t.Fatalf("admin bootstrap: %v\n%s", err, stderr.String())
 	}
-	var res struct{ ProjectID, OwnerKey string }
-	if err := json.Unmarshal(out, &res); err != nil || !strings.HasPrefix(res.ProjectID, "prj_") || !strings.HasPrefix(res.OwnerKey, "stk_") {
+	var res struct{ ProjectID, Name, OwnerKey string }
+	if err := json.Unmarshal(out, &res); err != nil || !strings.HasPrefix(res.ProjectID, "prj_") || res.Name != "E2E project" || !strings.HasPrefix(res.OwnerKey, "stk_") {
 		t.Fatalf("admin bootstrap printed %q (%v)", out, err)
 	}
 	return res.OwnerKey
