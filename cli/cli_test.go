@@ -254,6 +254,52 @@ func TestJSONShapes(t *testing.T) {
 	}
 }
 
+// TestRunWaitOfAFailedRun: run --wait of a run that fails exits 1, with
+// --json too, which prints the run as it ended and no error document.
+func TestRunWaitOfAFailedRun(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	s.mustCLI("deploy", writeExample(t, func(c string) string {
+		return strings.Replace(c, `"requiresApproval": true,`, "", 1) // refundOrder runs at once
+	}))
+	input := `{"orderId":"o-nope","reason":"damaged"}` // refundOrder throws: no such order
+	r := s.cli("run", "refunds", "--input", input, "--end-user", "demo-user", "--wait", "--json")
+	if r.code != ExitError || jsonField(t, r.stdout, "status") != "failed" { // one document: the run, no error document after it
+		t.Errorf("run --wait --json of a failing run: want exit 1 and the failed run: %s", r)
+	}
+	r = s.cli("run", "refunds", "--input", input, "--end-user", "demo-user", "--wait")
+	if r.code != ExitError || !strings.Contains(r.stdout, " failed (refunds, end user demo-user)") || !strings.Contains(r.stderr, "order o-nope not found") {
+		t.Errorf("run --wait of a failing run: want exit 1 saying why: %s", r)
+	}
+}
+
+// TestRunsFilters: runs --end-user, --agent and --status list only the
+// runs that match.
+func TestRunsFilters(t *testing.T) {
+	t.Parallel()
+	s := newTestStack(t)
+	mine := s.startAwaiting("o-1001")
+	r := s.mustCLI("run", "refunds", "--input", `{"orderId":"o-1","reason":"x"}`, "--end-user", "other-user", "--json")
+	other := jsonField(t, r.stdout, "id")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--end-user", "other-user"}, other},
+		{[]string{"--end-user", "demo-user"}, mine.ID},
+		{[]string{"--status", "awaiting-approval", "--end-user", "demo-user", "--agent", "refunds"}, mine.ID},
+	} {
+		r := s.mustCLI(append([]string{"runs", "--json"}, c.args...)...)
+		runs := jsonValue(t, r.stdout, "runs").([]any)
+		if len(runs) != 1 || jsonField(t, r.stdout, "runs.0.id") != c.want {
+			t.Errorf("runs %s: want only %s: %s", strings.Join(c.args, " "), c.want, r.stdout)
+		}
+	}
+	if r := s.mustCLI("runs", "--json", "--agent", "review-refund"); len(jsonValue(t, r.stdout, "runs").([]any)) != 0 {
+		t.Errorf("runs --agent review-refund: want none: %s", r.stdout)
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -395,6 +441,13 @@ func TestLogin(t *testing.T) {
 	if r := s.run(unset, "login"); r.code != 2 {
 		t.Errorf("login without a key: %s", r)
 	}
+	r = s.run(unset, "login", "--url", "ftp://stead.example.com", "--key", s.key)
+	if r.code != 2 || !strings.Contains(r.stderr, `--url "ftp://stead.example.com" is not an http(s) URL`) {
+		t.Errorf("login to an ftp URL: %s", r)
+	}
+	if _, err := os.Stat(s.config); !os.IsNotExist(err) {
+		t.Fatalf("a refused login wrote the config file (%v)", err)
+	}
 	r = s.run(unset, "login", "--url", s.srv.URL+"/", "--key", s.key)
 	if r.code != 0 {
 		t.Fatalf("login: %s", r)
@@ -424,6 +477,11 @@ func TestLogin(t *testing.T) {
 	}
 	if c, _ := readConfig(s.config); c.Key != s.key {
 		t.Error("a refused login replaced the saved key")
+	}
+	r = s.run(unset, "login", "--url", s.srv.URL, "--key", s.key, "--json")
+	if r.code != 0 || jsonField(t, r.stdout, "url") != s.srv.URL || jsonField(t, r.stdout, "config") != s.config ||
+		jsonField(t, r.stdout, "projectId") != s.project || jsonField(t, r.stdout, "role") != "owner" || !strings.HasPrefix(jsonField(t, r.stdout, "keyId"), "key_") {
+		t.Errorf("login --json: want url, config, projectId, role and keyId: %s", r)
 	}
 }
 
@@ -607,6 +665,11 @@ func TestDeployProblems(t *testing.T) {
 	r = s.cli("deploy", dir)
 	if r.code != 1 || !strings.Contains(r.stderr, "stead.json: /handlers: ") {
 		t.Errorf("no handlers: %s", r)
+	}
+	dir = writeExample(t, func(c string) string { return strings.Replace(c, `"handlers": "handlers.js",`, `"handlers": "",`, 1) })
+	r = s.cli("deploy", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "stead.json does not name the handlers:\n  stead.json: /handlers: must name") {
+		t.Errorf("empty handlers: %s", r)
 	}
 
 	dir = writeExample(t, nil)

@@ -39,4 +39,9 @@ func TestDecideMistakes(t *testing.T) {
 	if !strings.Contains(r.stdout, "approved "+d) {
 		t.Errorf("the pending approval was not approved beside the refused one: %s", r)
 	}
+
+	r = s.cli("approve", "apr_01NOPEA", "apr_01NOPEB")
+	if want := "error: approval apr_01NOPEA not found\nerror: approval apr_01NOPEB not found\n"; r.code != 1 || r.stderr != want || r.stdout != "" {
+		t.Errorf("approve of two unknown approvals: want exit 1 and stderr %q: %s", want, r)
+	}
 }

@@ -105,6 +105,13 @@ func TestDeployConfirmsRemovedAgents(t *testing.T) {
 		t.Fatalf("answered n: %s (latest deployment %d)", r, latest())
 	}
 
+	for _, answer := range []string{"\n", "ok\n", ""} { // Enter takes the default, N; only y or yes deploys
+		r = s.cliWithStdin(tty{strings.NewReader(answer)}, "deploy", dir)
+		if r.code != 1 || !strings.Contains(r.stderr, "deploy cancelled") || latest() != 1 {
+			t.Fatalf("answered %q: %s (latest deployment %d)", answer, r, latest())
+		}
+	}
+
 	r = s.cliWithStdin(tty{strings.NewReader("y\n")}, "deploy", dir)
 	if r.code != 0 || latest() != 2 {
 		t.Fatalf("answered y: %s (latest deployment %d)", r, latest())

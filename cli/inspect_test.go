@@ -34,6 +34,11 @@ func TestInspectCommands(t *testing.T) {
 		t.Errorf("broker get --json: %s", r.stdout)
 	}
 	check("broker_rm", s.cli("broker", "rm", "notes", "n-1", "--end-user", "demo-user"))
+	s.mustCLI("broker", "put", "notes", "n-2", `"x"`, "--end-user", "demo-user")
+	if r := s.mustCLI("broker", "rm", "notes", "n-2", "--end-user", "demo-user", "--json"); jsonField(t, r.stdout, "collection") != "notes" ||
+		jsonField(t, r.stdout, "key") != "n-2" || jsonField(t, r.stdout, "endUserId") != "demo-user" || jsonField(t, r.stdout, "deleted") != "true" {
+		t.Errorf("broker rm --json: %s", r.stdout)
+	}
 	if r := s.cli("broker", "get", "notes", "n-1", "--end-user", "demo-user"); r.code != 1 || !strings.Contains(r.stderr, "n-1") {
 		t.Errorf("broker get of a removed record: %s", r)
 	}

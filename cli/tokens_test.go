@@ -50,6 +50,14 @@ func TestTokensRevoke(t *testing.T) {
 		t.Errorf("stdout %q, want %q", r.stdout, want)
 	}
 
+	// A token past its expiry needs no revoking, and the answer says so.
+	short := strings.TrimSpace(s.mustCLI("token", "demo-user", "--ttl", "1s").stdout)
+	s.clock.Advance(2 * time.Second)
+	r = s.mustCLI("tokens", "revoke", "--token", short)
+	if !strings.Contains(r.stdout, "of end user demo-user had already expired at 2026-11-29 12:00:02Z; nothing to revoke") {
+		t.Errorf("revoke an expired token: %s", r)
+	}
+
 	for _, args := range [][]string{
 		{"tokens", "revoke"},
 		{"tokens", "revoke", "--token", tok, "--end-user", "demo-user"},

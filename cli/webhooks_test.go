@@ -214,6 +214,18 @@ func TestWebhookMistakes(t *testing.T) {
 			t.Errorf("stead %s: %s", strings.Join(args, " "), r)
 		}
 	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"webhooks", "retry", "whe_x", "--delivery", "msg_x", "--until", "1h"}, "retry takes --delivery, or --since (and --until), not both"},
+		{[]string{"webhooks", "retry", "whe_x", "--until", "1h"}, "--until needs --since: the range is from --since to --until"},
+		{[]string{"webhooks", "retry", "whe_x", "--since", "-1h"}, `--since "-1h" is neither an RFC 3339 time (2026-11-29T12:00:00Z) nor a duration ago (2h)`},
+	} {
+		if r := s.cli(c.args...); r.code != 2 || !strings.HasPrefix(r.stderr, "error: "+c.want+"\n") {
+			t.Errorf("stead %s: want exit 2 and %q: %s", strings.Join(c.args, " "), c.want, r)
+		}
+	}
 	if r := s.cli("webhooks", "add", "hooks.example.com/x"); r.code != 1 || !strings.Contains(r.stderr, "url: must be an absolute http or https URL") {
 		t.Errorf("a relative URL: %s", r)
 	}
