@@ -324,83 +324,67 @@ func TestContentLengthFollowsTheBody(t *testing.T) {
 }
 
 // The handler's context ends Reserve before the invocation's deadline, and
-// an event stream is cut after StreamWindow with what it wrote so far.
+// an event stream is cut after StreamWindow with what it wrote so far;
+// without Options, DefaultReserve and DefaultStreamWindow.
 func TestDeadlines(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		var got time.Time
-		h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, _ = r.Context().Deadline()
-			if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, "id: 1\ndata: {}\n\n")
-				if err := http.NewResponseController(w).Flush(); err != nil {
-					_, _ = io.WriteString(w, "flush: "+err.Error())
-					return
-				}
-				<-r.Context().Done()
-			}
-		}), apigw.Options{Reserve: 2 * time.Second, StreamWindow: 5 * time.Second})
-
-		deadline := time.Now().Add(29 * time.Second)
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		defer cancel()
-		ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs/r/events",
-			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}}
-		h.Serve(ctx, ev)
-		if !got.Equal(deadline.Add(-2 * time.Second)) {
-			t.Errorf("handler deadline %s, want %s", got, deadline.Add(-2*time.Second))
-		}
-
-		ev.Headers = map[string]string{"accept": "text/event-stream"}
-		start := time.Now()
-		res := h.Serve(ctx, ev)
-		if took := time.Since(start); took != 5*time.Second {
-			t.Errorf("the stream lasted %s, want the 5s window", took)
-		}
-		if res.StatusCode != 200 || res.Body != "id: 1\ndata: {}\n\n" || res.Headers["Content-Type"] != "text/event-stream" {
-			t.Errorf("stream response %d %q %v", res.StatusCode, res.Body, res.Headers)
-		}
-
-		// An Accept that lists the stream among other types is a stream.
-		ev.Headers = map[string]string{"accept": "application/json, text/event-stream"}
-		start = time.Now()
-		h.Serve(ctx, ev)
-		if took := time.Since(start); took != 5*time.Second {
-			t.Errorf("Accept: application/json, text/event-stream: the stream lasted %s, want the 5s window", took)
-		}
-	})
+	for _, c := range []struct {
+		name            string
+		opts            apigw.Options
+		reserve, window time.Duration
+	}{
+		{"set", apigw.Options{Reserve: 2 * time.Second, StreamWindow: 5 * time.Second}, 2 * time.Second, 5 * time.Second},
+		{"defaults", apigw.Options{}, apigw.DefaultReserve, apigw.DefaultStreamWindow},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { testDeadlines(t, c.opts, c.reserve, c.window) })
+		})
+	}
 }
 
-// Without Options, a handler's context ends DefaultReserve before the
-// invocation's deadline and a stream is cut after DefaultStreamWindow.
-func TestDefaultOptions(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		var got time.Time
-		h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, _ = r.Context().Deadline()
-			if r.Header.Get("Accept") == "text/event-stream" {
-				_, _ = io.WriteString(w, "id: 1\ndata: {}\n\n")
-				<-r.Context().Done()
+func testDeadlines(t *testing.T, opts apigw.Options, reserve, window time.Duration) {
+	var got time.Time
+	h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = r.Context().Deadline()
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "id: 1\ndata: {}\n\n")
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				_, _ = io.WriteString(w, "flush: "+err.Error())
+				return
 			}
-		}), apigw.Options{})
-		deadline := time.Now().Add(29 * time.Second)
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		defer cancel()
-		ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs/r/events",
-			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}}
-		h.Serve(ctx, ev)
-		if want := deadline.Add(-apigw.DefaultReserve); !got.Equal(want) {
-			t.Errorf("handler deadline %s, want %s", got, want)
+			<-r.Context().Done()
 		}
-		ev.Headers = map[string]string{"accept": "text/event-stream"}
-		start := time.Now()
-		res := h.Serve(ctx, ev)
-		if took := time.Since(start); took != apigw.DefaultStreamWindow || res.Body != "id: 1\ndata: {}\n\n" {
-			t.Errorf("the stream lasted %s with %q, want the %s default window with its event", took, res.Body, apigw.DefaultStreamWindow)
-		}
-	})
+	}), opts)
+
+	deadline := time.Now().Add(29 * time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	ev := events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs/r/events",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}}
+	h.Serve(ctx, ev)
+	if want := deadline.Add(-reserve); !got.Equal(want) {
+		t.Errorf("handler deadline %s, want %s", got, want)
+	}
+
+	ev.Headers = map[string]string{"accept": "text/event-stream"}
+	start := time.Now()
+	res := h.Serve(ctx, ev)
+	if took := time.Since(start); took != window {
+		t.Errorf("the stream lasted %s, want the %s window", took, window)
+	}
+	if res.StatusCode != 200 || res.Body != "id: 1\ndata: {}\n\n" || res.Headers["Content-Type"] != "text/event-stream" {
+		t.Errorf("stream response %d %q %v", res.StatusCode, res.Body, res.Headers)
+	}
+
+	// An Accept that lists the stream among other types is a stream.
+	ev.Headers = map[string]string{"accept": "application/json, text/event-stream"}
+	start = time.Now()
+	h.Serve(ctx, ev)
+	if took := time.Since(start); took != window {
+		t.Errorf("Accept: application/json, text/event-stream: the stream lasted %s, want the %s window", took, window)
+	}
 }
 
 type noDispatch struct{}
