@@ -99,7 +99,8 @@ func TestCodecRefusesWhatJSONRefuses(t *testing.T) {
 	}
 }
 
-// BenchmarkFrameCodec encodes the frames of BenchmarkInvokeWarm's call.
+// BenchmarkFrameCodec encodes and decodes the frames of
+// BenchmarkInvokeWarm's call.
 func BenchmarkFrameCodec(b *testing.B) {
 	call := &message{T: msgCall, Seq: 12345, Call: &callMsg{Export: "noop", Input: jsontext.Value(`{"n":42}`), RunID: "run_01", StepID: "lookup", StepIndex: 2,
 		EndUserID: "user_7", IdempotencyKey: "idem_run_01_lookup", BrokerToken: "brk_secret_token_value", Broker: true, Deadline: 1789000000000}}
@@ -114,6 +115,19 @@ func BenchmarkFrameCodec(b *testing.B) {
 			for b.Loop() {
 				var err error
 				if buf, err = appendMessage(buf[:0], tc.m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/decode", func(b *testing.B) {
+			b.ReportAllocs()
+			var frame, buf []byte
+			if err := writeFrame((*appender)(&frame), &buf, tc.m); err != nil {
+				b.Fatal(err)
+			}
+			var m message
+			for b.Loop() {
+				if err := readFrame(bytes.NewReader(frame), &buf, len(frame), &m); err != nil {
 					b.Fatal(err)
 				}
 			}
