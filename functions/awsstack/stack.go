@@ -68,9 +68,10 @@ type Options struct {
 	AWS *aws.Config
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// LookupEnv reads model API keys (the variables deployments name in
-	// apiKeyEnv, never AWS_*, LAMBDA_*, _* or STEAD_*); os.LookupEnv when
-	// nil.
+	// LookupEnv reads model API keys and MCP headers (the variables
+	// deployments name in apiKeyEnv and headersFromEnv — never AWS_*,
+	// LAMBDA_*, _* or STEAD_*: the engine parses every stored config by
+	// the deploy's rules, which refuse those); os.LookupEnv when nil.
 	LookupEnv func(string) (string, bool)
 }
 
@@ -160,7 +161,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		Now:           o.Now,
 		WorkerID:      cfg.WorkerID,
 		DispatchGrace: cfg.DispatchGrace,
-		Models:        engine.ModelOptions{LookupEnv: modelKeyLookup(o.LookupEnv, log), Egress: pol},
+		Models:        engine.ModelOptions{LookupEnv: o.LookupEnv, Egress: pol},
 		Notifications: notes,
 	})
 	if err != nil {

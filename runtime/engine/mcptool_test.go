@@ -449,3 +449,38 @@ func TestMCPEgressPolicyApplies(t *testing.T) {
 		t.Errorf("the refused server was reached")
 	}
 }
+
+// A stored config that names a variable the platform or Stead sets
+// (AWS_…, STEAD_…) for a model key or an MCP header — one deployed
+// before deploys refused them, or written to the store by other means —
+// never has it read and sent: the engine parses every stored config with
+// the same rules as a deploy, so its runs do not start.
+func TestStoredConfigNamingAReservedVariableIsNeverUsed(t *testing.T) {
+	t.Parallel()
+	h, tr, l := setupMCP(t, false)
+	h.env["AWS_SECRET_ACCESS_KEY"] = "role-secret"
+	h.env["AWS_SESSION_TOKEN"] = "role-session"
+	d, err := h.store.LatestDeployment(h.ctx, h.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, swap := range [][2]string{{"TEST_LLM_KEY", "AWS_SECRET_ACCESS_KEY"}, {"TRACKER_AUTH", "AWS_SESSION_TOKEN"}} {
+		d.Config = []byte(strings.ReplaceAll(string(d.Config), `"`+swap[0]+`"`, `"`+swap[1]+`"`))
+	}
+	if _, err := h.store.CreateDeployment(h.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, agentName := range []string{"triage", "close"} {
+		_, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: agentName, Input: json.RawMessage(`{"title":"t"}`), EndUserID: "alice"})
+		for _, want := range []string{`/models/default/apiKeyEnv: "AWS_SECRET_ACCESS_KEY" is a variable the platform or Stead sets`,
+			`/mcpServers/tracker/headersFromEnv/Authorization: "AWS_SESSION_TOKEN" is a variable the platform or Stead sets`} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("start %s: %v; want an error saying %s", agentName, err, want)
+			}
+		}
+		h.drain()
+	}
+	if l.count() != 0 || len(tr.got()) != 0 || tr.unauthed != 0 {
+		t.Errorf("model requests %d, tracker calls %d, unauthenticated %d; want none", l.count(), len(tr.got()), tr.unauthed)
+	}
+}
