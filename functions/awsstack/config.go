@@ -178,19 +178,6 @@ type Config struct {
 // own process (and the kernel) beside its sandbox worker.
 const parentMemoryMB = 128
 
-// sandboxMemory returns the worker's resident-memory limit and a call's
-// heap budget for a function of memoryMB (the sandbox's defaults for 0):
-// the worker gets what the function's own process does not need, and a
-// call half of that, so a handler meets the sandbox's memory-limit well
-// before Lambda would end the whole invocation.
-func sandboxMemory(memoryMB int) (worker, call int64) {
-	if memoryMB <= parentMemoryMB {
-		return 0, 0
-	}
-	worker = int64(memoryMB-parentMemoryMB) << 20
-	return worker, worker / 2
-}
-
 // FromEnv reads fn's configuration with getenv (os.Getenv in a main) and
 // validates it. The error names every variable that is missing or wrong,
 // and what it should hold.

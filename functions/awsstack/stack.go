@@ -144,11 +144,7 @@ func Open(ctx context.Context, cfg Config, o Options) (*Stack, error) {
 		return nil, err
 	}
 	notes := NewNotifications(notify.Config{Store: st, Client: hooks, Now: o.Now, PublicURL: cfg.PublicURL, Log: log, Channels: channels})
-	workerMemory, callMemory := sandboxMemory(cfg.MemoryMB)
-	sb, err := sandbox.New(sandbox.Options{
-		Fetch: jsvm.FetchOptions{Allow: pol.Allow}, Now: o.Now,
-		WorkerMemory: workerMemory, MemoryLimit: callMemory,
-	})
+	sb, err := sandbox.New(sandboxOptions(cfg, o.Now))
 	if err != nil {
 		return nil, err
 	}
@@ -267,4 +263,18 @@ func Main(fn Function) {
 		return
 	}
 	lambda.Start(stack.Handler())
+}
+
+// sandboxOptions are the function's sandbox: fetch under the owner's
+// allowlist, and memory that fits the function (the sandbox's defaults when
+// MemoryMB is unknown or small) — the worker gets what the function's own
+// process does not need, and a call half of that, so a handler meets the
+// sandbox's memory-limit well before Lambda would end the whole invocation.
+func sandboxOptions(cfg Config, now func() time.Time) sandbox.Options {
+	o := sandbox.Options{Fetch: jsvm.FetchOptions{Allow: cfg.EgressAllow}, Now: now}
+	if cfg.MemoryMB > parentMemoryMB {
+		o.WorkerMemory = int64(cfg.MemoryMB-parentMemoryMB) << 20
+		o.MemoryLimit = o.WorkerMemory / 2
+	}
+	return o
 }
