@@ -1,7 +1,9 @@
 package jsvm
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -193,5 +195,46 @@ func TestFetchBoundByDeadline(t *testing.T) {
 	wantCode(t, e, CodeTimeout)
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %s", d)
+	}
+}
+
+// fakeFetcher answers every request with err, and counts them.
+type fakeFetcher struct {
+	err   error
+	calls atomic.Int32
+}
+
+func (f *fakeFetcher) Fetch(context.Context, FetchRequest) (FetchResponse, error) {
+	f.calls.Add(1)
+	return FetchResponse{}, f.err
+}
+
+// A Fetcher's *FetchError is what the handler's TypeError says, word for
+// word; another error is described with the URL.
+func TestFetcherErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"FetchError", &FetchError{Message: "refused by the parent"}, "TypeError: refused by the parent"},
+		{"other error", errors.New("connection reset"), "TypeError: fetch https://example.com/x failed: connection reset"},
+	} {
+		r := newRuntime(t, Options{Fetcher: &fakeFetcher{err: c.err}})
+		if res := doFetch(t, r, fetchInput("https://example.com/x", "")); res.Error != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, res.Error, c.want)
+		}
+	}
+}
+
+// A URL without a host is refused in the VM, never handed to the Fetcher.
+func TestFetchURLWithoutHostRefused(t *testing.T) {
+	t.Parallel()
+	f := &fakeFetcher{err: errors.New("sent")}
+	r := newRuntime(t, Options{Fetcher: f})
+	res := doFetch(t, r, fetchInput("http:///x", ""))
+	if !strings.HasPrefix(res.Error, "TypeError: ") || !strings.Contains(res.Error, "has no host") || f.calls.Load() != 0 {
+		t.Errorf("got %q after %d requests, want a TypeError saying the URL has no host and none sent", res.Error, f.calls.Load())
 	}
 }

@@ -96,6 +96,9 @@ export function inToJSON() { return { toJSON() { function f() { return f(); } re
 		if !strings.Contains(e.Message, "stack overflow") {
 			t.Errorf("%s: message %q", export, e.Message)
 		}
+		if n := strings.Count(e.Stack, "\n") + 1; n > maxStackLines+1 {
+			t.Errorf("%s: a stack of %d lines, want at most %d and a mark", export, n, maxStackLines)
+		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%s took %s", export, d)
 		}
@@ -169,6 +172,49 @@ export async function spinInToJSON() { return { toJSON() { for (;;) {} } }; }
 	if got := mustDo(t, r, b, "count", ""); got != "1" {
 		t.Errorf("after cancel: count = %s, want 1", got)
 	}
+}
+
+// A call whose context ended while Go code ran, after the watchdog armed
+// its deadline interrupt, may leave that interrupt pending on the VM: the
+// VM is retired, so that no later call inherits it.
+func TestRetiredWhenADeadlineInterruptMayBePending(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, counter)
+	mustDo(t, r, b, "count", "")
+	r.mu.Lock()
+	p, _ := r.pools.Get(poolKey("", b.Digest))
+	w := p.idle[0]
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The export, replaced by Go code (which no interrupt stops): it waits
+	// until the watchdog has armed the call's deadline interrupt, ends the
+	// call's context, and returns normally.
+	w.fns["count"] = func(goja.Value, ...goja.Value) (goja.Value, error) {
+		for deadline := time.Now().Add(5 * time.Second); !deadlineArmed(r, w); {
+			if time.Now().After(deadline) {
+				return nil, errors.New("the watchdog never armed the deadline")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		return w.vm.ToValue(1), nil
+	}
+	res, err := r.Invoke(ctx, b, Invocation{Export: "count"})
+	if err != nil && strings.Contains(err.Error(), "never armed") {
+		t.Fatal(err)
+	}
+	if !res.Retired {
+		t.Errorf("the VM was kept (error %v): its deadline interrupt may still land on a later call", err)
+	}
+}
+
+// deadlineArmed reports whether the watchdog has set up w's deadline interrupt.
+func deadlineArmed(r *Runtime, w *worker) bool {
+	r.wd.mu.Lock()
+	defer r.wd.mu.Unlock()
+	return w.watch.stop != nil || w.watch.timedOut
 }
 
 // panickyBroker panics in a host goroutine.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strings"
@@ -183,6 +184,10 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("message %q does not mention the limit", e.Message)
 	}
 	mustDo(t, r, b, "echo", `{}`)
+	// The limit is inclusive: 64 bytes pass, 65 do not.
+	mustDo(t, r, b, "echo", `"`+strings.Repeat("x", 62)+`"`)
+	_, e = do(t, r, b, "echo", `"`+strings.Repeat("x", 63)+`"`)
+	wantCode(t, e, CodeInvalidInput)
 }
 
 func TestHandlerErrors(t *testing.T) {
@@ -287,10 +292,43 @@ func TestResultTooLarge(t *testing.T) {
 	if got := mustDo(t, r, b, "big", "1000"); len(got) != 1002 {
 		t.Fatalf("len %d", len(got))
 	}
-	_, e := do(t, r, b, "big", fmt.Sprint(DefaultMaxResultSize))
+	// The limit is inclusive: a result of exactly MaxResultSize bytes passes.
+	if got := mustDo(t, r, b, "big", fmt.Sprint(DefaultMaxResultSize-2)); len(got) != DefaultMaxResultSize {
+		t.Fatalf("result at the limit: len %d, want %d", len(got), DefaultMaxResultSize)
+	}
+	_, e := do(t, r, b, "big", fmt.Sprint(DefaultMaxResultSize-1))
 	wantCode(t, e, CodeResultTooLarge)
 	if !strings.Contains(e.Message, "256.0 KiB") {
 		t.Errorf("message %q does not name the limit", e.Message)
+	}
+}
+
+// An error a microtask throws fails the call even when the handler's
+// promise settled in the same turn of the event loop, and of two such
+// errors the first is reported.
+func TestUncaughtErrorsAfterSettling(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `
+export async function throwsAsItSettles() {
+  await new Promise(r => setTimeout(r, 0));
+  queueMicrotask(() => { throw new Error("late"); });
+  return "finished";
+}
+export function throwsTwice() {
+  queueMicrotask(() => { throw new Error("first"); });
+  queueMicrotask(() => { throw new Error("second"); });
+  return "finished";
+}`)
+	res, e := do(t, r, b, "throwsAsItSettles", "")
+	wantCode(t, e, CodeHandlerError)
+	if !strings.Contains(e.Message, "late") || res.Output != nil {
+		t.Errorf("got %q with output %s, want the microtask's error and no output", e.Message, res.Output)
+	}
+	_, e = do(t, r, b, "throwsTwice", "")
+	wantCode(t, e, CodeHandlerError)
+	if !strings.Contains(e.Message, "first") || strings.Contains(e.Message, "second") {
+		t.Errorf("message %q, want the first uncaught error", e.Message)
 	}
 }
 
@@ -427,6 +465,27 @@ export function names(input, context) {
 	}
 }
 
+// A handler may delete the context's own properties and set them again,
+// as on any object.
+func TestContextPropertiesDeleteAndSet(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function edit(input, context) {
+  delete context.run;
+  delete context.endUserId;
+  context.endUserId = "replaced";
+  return { hasRun: "run" in context, run: context.run === undefined, keysHaveRun: Object.keys(context).includes("run"),
+           endUserId: context.endUserId };
+}`)
+	res, e := doInv(t, r, b, Invocation{Export: "edit", RunID: "run_1", EndUserID: "user_9"})
+	if e != nil {
+		t.Fatal(e)
+	}
+	if got, want := string(res.Output), `{"hasRun":false,"run":true,"keysHaveRun":false,"endUserId":"replaced"}`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
 // A context kept past its invocation cannot act for a later one.
 func TestStaleContextRefused(t *testing.T) {
 	t.Parallel()
@@ -461,7 +520,8 @@ export function cost(input, context) {
   context.recordCost({ tokensInput: 1 });
   const errs = [];
   for (const bad of [undefined, 5, [], { tokensInput: -1 }, { tokensInput: 1.5 }, { costUsd: NaN },
-                     { costUsd: Infinity }, { tokensOutput: "3" }, { costUSD: 1 }]) {
+                     { costUsd: Infinity }, { tokensOutput: "3" }, { costUSD: 1 }, { costUsd: -0.5 },
+                     { tokensOutput: 2 ** 60 }]) {
     try { context.recordCost(bad); errs.push("accepted " + JSON.stringify(bad)); }
     catch (e) { errs.push(e.name + ": " + e.message); }
   }
@@ -478,12 +538,33 @@ export function cost(input, context) {
 	if err := json.Unmarshal(res.Output, &errs); err != nil {
 		t.Fatal(err)
 	}
+	if len(errs) != 11 {
+		t.Fatalf("%d results for 11 bad inputs: %q", len(errs), errs)
+	}
 	wants := []string{"expects an object", "expects an object", "expects an object", "must not be negative",
-		"whole number", "finite", "finite", "must be a number, got a string", `unknown field "costUSD"`}
+		"whole number", "finite", "finite", "must be a number, got a string", `unknown field "costUSD"`,
+		"must not be negative", "whole number"}
 	for i, want := range wants {
 		if !strings.HasPrefix(errs[i], "TypeError: ") || !strings.Contains(errs[i], want) {
 			t.Errorf("bad input %d: %q, want a TypeError saying %q", i, errs[i], want)
 		}
+	}
+}
+
+// Summed costs saturate instead of wrapping round or becoming infinite.
+func TestRecordCostSaturates(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function huge(input, context) {
+  for (let i = 0; i < 1100; i++) context.recordCost({ tokensInput: 2 ** 53, tokensOutput: 2 ** 53, costUsd: 1e308 });
+  return 1;
+}`)
+	res, e := do(t, r, b, "huge", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if want := (Cost{TokensInput: math.MaxInt64, TokensOutput: math.MaxInt64, CostUSD: math.MaxFloat64}); res.Cost != want {
+		t.Errorf("cost %+v, want %+v", res.Cost, want)
 	}
 }
 
@@ -520,6 +601,38 @@ export function markThenThrow(input, context) {
 	wantCode(t, e, CodeHandlerError)
 	if !reflect.DeepEqual(res.Untrusted, []string{"web"}) {
 		t.Errorf("untrusted after a throw: %v", res.Untrusted)
+	}
+}
+
+// At most 100 origins are kept, and an origin of up to 2048 bytes is accepted.
+func TestMarkUntrustedBounds(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `
+export function many(input, context) {
+  for (let i = 0; i < 150; i++) context.markUntrusted("origin " + i);
+  return 1;
+}
+export function long(input, context) {
+  context.markUntrusted("o".repeat(2048));
+  try { context.markUntrusted("p".repeat(2049)); return "accepted"; } catch (e) { return e.name + ": " + e.message; }
+}`)
+	res, e := do(t, r, b, "many", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if n := len(res.Untrusted); n != 100 || res.Untrusted[0] != "origin 0" || res.Untrusted[99] != "origin 99" {
+		t.Errorf("%d origins kept (%q … %q), want origin 0 … origin 99", n, res.Untrusted[0], res.Untrusted[n-1])
+	}
+	res, e = do(t, r, b, "long", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if want := []string{strings.Repeat("o", 2048)}; !reflect.DeepEqual(res.Untrusted, want) {
+		t.Errorf("untrusted %d origins, want the 2048-byte one alone", len(res.Untrusted))
+	}
+	if got := string(res.Output); !strings.Contains(got, "TypeError") || !strings.Contains(got, "2049 bytes") {
+		t.Errorf("a 2049-byte origin: %s, want a TypeError", got)
 	}
 }
 
@@ -574,6 +687,79 @@ export function long() {
 	}
 	if got := res.Logs[1].Message; got != strings.Repeat("b", 50)+truncationMarker {
 		t.Errorf("second line %q, want it cut at the byte budget and marked", got)
+	}
+}
+
+// A line that fits what is left of the byte budget exactly is kept whole;
+// one that does not is cut on a character boundary.
+func TestLogByteBudget(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{MaxLogBytes: 10})
+	b := load(t, r, `export function log(lines) { for (const l of lines) console.log(l); return 1; }`)
+	for _, c := range []struct {
+		name, input string
+		want        []string
+		truncated   bool
+	}{
+		{"exact fit", `["01234","56789"]`, []string{"01234", "56789"}, false},
+		{"then dropped", `["0123456789","x"]`, []string{"0123456789"}, true},
+		{"cut before a multi-byte character", `["aaaaaaaaa€"]`, []string{"aaaaaaaaa" + truncationMarker}, true},
+	} {
+		res, e := do(t, r, b, "log", c.input)
+		if e != nil {
+			t.Fatal(e)
+		}
+		var got []string
+		for _, l := range res.Logs {
+			got = append(got, l.Message)
+		}
+		if !reflect.DeepEqual(got, c.want) || res.LogsTruncated != c.truncated {
+			t.Errorf("%s: got %q truncated=%v, want %q truncated=%v", c.name, got, res.LogsTruncated, c.want, c.truncated)
+		}
+	}
+}
+
+// Past the line limit a console call returns before formatting its
+// arguments (no toJSON or getter of theirs runs).
+func TestLogsPastTheLimitAreNotFormatted(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{MaxLogLines: 2})
+	b := load(t, r, `export function log() {
+  let formatted = 0;
+  const arg = { toJSON() { formatted++; return "x"; } };
+  for (let i = 0; i < 5; i++) console.log(arg);
+  return formatted;
+}`)
+	res, e := do(t, r, b, "log", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if got := string(res.Output); got != "2" || len(res.Logs) != 2 || !res.LogsTruncated {
+		t.Errorf("formatted %s times, %d lines, truncated=%v; want 2, 2 and truncated", got, len(res.Logs), res.LogsTruncated)
+	}
+}
+
+// Options left zero keep the log limits docs/handlers.md promises: 100
+// lines, 64 KiB.
+func TestDefaultLogLimits(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `
+export function lines() { for (let i = 0; i < 150; i++) console.log("line " + i); return 1; }
+export function bytes() { console.log("x".repeat(40000)); console.log("y".repeat(40000)); return 1; }`)
+	res, e := do(t, r, b, "lines", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if len(res.Logs) != 100 || !res.LogsTruncated || res.Logs[99].Message != "line 99" {
+		t.Errorf("%d lines, truncated=%v; want 100 and truncated", len(res.Logs), res.LogsTruncated)
+	}
+	res, e = do(t, r, b, "bytes", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if len(res.Logs) != 2 || res.Logs[1].Message != strings.Repeat("y", 64<<10-40000)+truncationMarker {
+		t.Errorf("%d lines, the last of %d bytes; want 2, the second cut at 64 KiB in all", len(res.Logs), len(res.Logs[len(res.Logs)-1].Message))
 	}
 }
 
@@ -648,6 +834,27 @@ func TestRedactJSON(t *testing.T) {
 		if got := string(c.red.JSON([]byte(in))); got != want {
 			t.Errorf("redactJSON(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// Redactor.Result, which a sandbox parent applies with the secrets its
+// worker never saw, redacts the output, log lines and untrusted origins.
+func TestRedactorResult(t *testing.T) {
+	t.Parallel()
+	res := Result{
+		Output:    json.RawMessage(`{"k":"sk-1"}`),
+		Logs:      []Log{{Level: "log", Message: "key sk-1"}},
+		Untrusted: []string{"https://example.com/?t=sk-1"},
+	}
+	NewRedactor("sk-1").Result(&res)
+	if got, want := string(res.Output), `{"k":"[REDACTED]"}`; got != want {
+		t.Errorf("output %s, want %s", got, want)
+	}
+	if got, want := res.Logs[0].Message, "key [REDACTED]"; got != want {
+		t.Errorf("log %q, want %q", got, want)
+	}
+	if got, want := res.Untrusted[0], "https://example.com/?t=[REDACTED]"; got != want {
+		t.Errorf("untrusted %q, want %q", got, want)
 	}
 }
 
@@ -803,6 +1010,110 @@ export function count() { return ++n; }`)
 	}
 }
 
+// A timer a handler leaves pending is cleared when its call ends: it never
+// fires in a later call on the same VM.
+func TestTimersDoNotOutliveTheirCall(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `
+export function leave() { setTimeout(() => console.log("stale timer"), 0); return 1; }
+export async function wait() { await new Promise(r => setTimeout(r, 20)); return 2; }`)
+	mustDo(t, r, b, "leave", "")
+	res, e := do(t, r, b, "wait", "")
+	if e != nil {
+		t.Fatal(e)
+	}
+	if len(res.Logs) != 0 {
+		t.Errorf("an earlier call's timer fired in this one: %+v", res.Logs)
+	}
+}
+
+// At most 10 000 timers may be pending.
+func TestTimerLimit(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function many() {
+  for (let i = 0; i < 10000; i++) setTimeout(() => {}, 60000);
+  try { setTimeout(() => {}, 60000); return "accepted"; } catch (e) { return e.name + ": " + e.message; }
+}`)
+	if got, want := mustDo(t, r, b, "many", ""), `"TypeError: setTimeout: more than 10000 timers pending"`; got != want {
+		t.Errorf("the 10 001st timer: %s, want %s", got, want)
+	}
+}
+
+// An invocation whose context has already ended runs nothing.
+func TestEndedContextRunsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function log() { console.log("ran"); return 1; }`)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelExpired()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		code string
+	}{
+		{"cancelled", cancelled, CodeCancelled},
+		{"deadline passed", expired, CodeTimeout},
+	} {
+		res, e := doCtx(t, c.ctx, r, b, Invocation{Export: "log"})
+		if e == nil || e.Code != c.code || len(res.Logs) != 0 {
+			t.Errorf("%s: got %+v with logs %+v, want %s and no logs", c.name, e, res.Logs, c.code)
+		}
+	}
+}
+
+// cancelBroker's Get waits until its context ends (and says so) or the
+// test releases it.
+type cancelBroker struct {
+	MemoryBroker
+	cancelled, release chan struct{}
+}
+
+func (b *cancelBroker) Get(ctx context.Context, _, _ string) (json.RawMessage, bool, error) {
+	select {
+	case <-ctx.Done():
+		close(b.cancelled)
+	case <-b.release:
+	}
+	return nil, false, ctx.Err()
+}
+
+// Host work a handler left in flight is cancelled when its call ends.
+func TestHostWorkCancelledWhenCallEnds(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	br := &cancelBroker{cancelled: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(br.release) }) // before r.Close, which waits for the broker call
+	b := load(t, r, `export function leave(input, context) { context.broker.get("c", "k"); return 1; }`)
+	if _, e := doCtx(t, context.Background(), r, b, Invocation{Export: "leave", Broker: br}); e != nil {
+		t.Fatal(e)
+	}
+	select {
+	case <-br.cancelled:
+	case <-time.After(10 * time.Second): // a bound on hanging, not on speed
+		t.Fatal("the broker call left in flight was not cancelled when its call ended")
+	}
+}
+
+// A host result that arrives after its call ended is dropped, never
+// delivered into the next call on the VM (which would then wait for it).
+func TestStaleHostResultsDropped(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `
+export function leave(input, context) { context.broker.get("c", "k"); return 1; }
+export async function stuck() { await new Promise(() => {}); return 2; }`)
+	if _, e := doInv(t, r, b, Invocation{Export: "leave", Broker: &blockingBroker{}}); e != nil {
+		t.Fatal(e)
+	}
+	r.host.Wait() // the left-over broker call has handed back its result
+	_, e := doInv(t, r, b, Invocation{Export: "stuck"})
+	wantCode(t, e, CodeNeverSettles)
+}
+
 func TestGlobals(t *testing.T) {
 	t.Parallel()
 	r := newRuntime(t, Options{})
@@ -848,6 +1159,37 @@ export function globals() {
 	_ = json.Unmarshal([]byte(want), &wantV)
 	if !reflect.DeepEqual(gotV, wantV) {
 		t.Errorf("globals:\n got %s\nwant %s", got, want)
+	}
+}
+
+// crypto.getRandomValues fills up to 65536 bytes, as Web Crypto allows.
+func TestGetRandomValuesQuota(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function fill() {
+  const out = [crypto.getRandomValues(new Uint8Array(65536)).length];
+  try { crypto.getRandomValues(new Uint8Array(65537)); out.push("accepted"); } catch (e) { out.push(e.name); }
+  return out;
+}`)
+	if got, want := mustDo(t, r, b, "fill", ""), `[65536,"QuotaExceededError"]`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TextDecoder drops a leading byte order mark unless ignoreBOM is set.
+func TestTextDecoderBOM(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t, Options{})
+	b := load(t, r, `export function decode() {
+  const bytes = new Uint8Array([0xef, 0xbb, 0xbf, 0x61]);
+  return [new TextDecoder().decode(bytes), new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes)];
+}`)
+	var got []string
+	if err := json.Unmarshal([]byte(mustDo(t, r, b, "decode", "")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a", "\ufeffa"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
@@ -906,4 +1248,19 @@ func TestClose(t *testing.T) {
 	r.Close() // idempotent
 	_, e := do(t, r, b, "count", "")
 	wantCode(t, e, CodeInternal)
+}
+
+// NewError's timeout and cancellation errors unwrap to the context errors,
+// as the Runtime's own do; other codes unwrap to nothing.
+func TestNewErrorUnwraps(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]error{CodeTimeout: context.DeadlineExceeded, CodeCancelled: context.Canceled, CodeHandlerError: nil} {
+		e := NewError(code, "m")
+		if got := e.Unwrap(); got != want {
+			t.Errorf("NewError(%s).Unwrap() = %v, want %v", code, got, want)
+		}
+		if e.Code != code || e.Message != "m" {
+			t.Errorf("NewError(%s) = %+v", code, e)
+		}
+	}
 }
