@@ -99,7 +99,7 @@ export function inToJSON() { return { toJSON() { function f() { return f(); } re
 		if n := strings.Count(e.Stack, "\n") + 1; n > maxStackLines+1 {
 			t.Errorf("%s: a stack of %d lines, want at most %d and a mark", export, n, maxStackLines)
 		}
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > 20*time.Second { // not a speed check: unbounded recursion would not end
 			t.Errorf("%s took %s", export, d)
 		}
 		if got := mustDo(t, r, b, "count", ""); got != "1" {
@@ -301,7 +301,10 @@ export function normalWork() { return new Array(1000).fill(7).length + "x".repea
 			if e.Retryable {
 				t.Error("a breach with no other handler running is marked retryable")
 			}
-			if elapsed > 5*time.Second {
+			// Not a speed check: a watchdog that acts late, or only when
+			// the machine runs out, takes far longer. 5 s was once missed
+			// by a doubling string on a loaded machine (6.0 s).
+			if elapsed > 20*time.Second {
 				t.Errorf("took %s", elapsed)
 			}
 			if got := mustDo(t, r, b, "count", ""); got != "1" {
