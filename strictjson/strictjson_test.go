@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"stead/strictjson"
 )
@@ -14,6 +15,7 @@ type shape struct {
 	EndUserID string          `json:"endUserId"`
 	Input     json.RawMessage `json:"input"`
 	TTL       *int64          `json:"ttlSeconds"`
+	Tags      []string        `json:"tags"`
 }
 
 func TestUnmarshalRefusals(t *testing.T) {
@@ -36,14 +38,22 @@ func TestUnmarshalRefusals(t *testing.T) {
 		{"invalid UTF-8 name", "{\"input\":{\"n\xff\":1}}", strictjson.InvalidUTF8, "/input", "input", "member name that is not valid UTF-8"},
 		{"lone surrogate", `{"endUserId":"\ud800"}`, strictjson.InvalidUTF8, "/endUserId", "endUserId", "half a surrogate pair"},
 		{"too deep", deep(64), strictjson.TooDeep, "/input" + strings.Repeat("/0", 62), "input" + strings.Repeat("[0]", 62), "deeper than 64 levels"},
+		{"invalid UTF-8 in an array", "{\"input\":[\"\xff\"]}", strictjson.InvalidUTF8, "/input/0", "input[0]", "not valid UTF-8"},
+		{"duplicate name starting with a digit", `{"input":{"1st":1,"1st":2}}`, strictjson.Duplicate, "/input/1st", `input["1st"]`, "appears more than once"},
 		{"far too deep", deep(10000), strictjson.TooDeep, "/input" + strings.Repeat("/0", 62), "input" + strings.Repeat("[0]", 62), "deeper than 64 levels"},
 		{"wrong type", `{"endUserId":5}`, strictjson.WrongType, "/endUserId", "endUserId", "must be a string, not a number"},
 		{"fraction", `{"ttlSeconds":1.5}`, strictjson.WrongType, "/ttlSeconds", "ttlSeconds", "must be a whole number"},
+		{"wrong type in an array", `{"tags":["a",2]}`, strictjson.WrongType, "/tags/1", "tags[1]", "must be a string"},
+		{"number of 40 digits", `{"ttlSeconds":` + strings.Repeat("9", 40) + `}`, strictjson.WrongType, "/ttlSeconds", "ttlSeconds", "not the number " + strings.Repeat("9", 40)},
+		{"number of 41 digits", `{"ttlSeconds":` + strings.Repeat("9", 41) + `}`, strictjson.WrongType, "/ttlSeconds", "ttlSeconds", "must be a whole number, not a number"},
 		{"trailing", `{"endUserId":"a"} {}`, strictjson.Trailing, "", "", "data after the JSON value (at byte 18)"},
+		{"trailing junk", `{"endUserId":"a"} x`, strictjson.Trailing, "", "", "data after the JSON value (at byte 18)"},
 		{"syntax", `{"endUserId":"a" "input":1}`, strictjson.Syntax, "", "", "is not valid JSON: invalid character"},
 		{"trailing comma", `{"endUserId":"a", }`, strictjson.Syntax, "", "", "a comma before the closing bracket or brace (at byte 16); remove the trailing comma"},
+		{"trailing comma in an array", `{"input":[1,]}`, strictjson.Syntax, "", "", "a comma before the closing bracket or brace (at byte 11); remove the trailing comma"},
 		{"unknown before a syntax error", `{"x":`, strictjson.Syntax, "", "", "ends too early"},
 		{"empty", "  ", strictjson.Syntax, "", "", "is empty"},
+		{"empty but for newlines and tabs", "\n\t\r\n", strictjson.Syntax, "", "", "is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,5 +139,49 @@ func TestErrorPathCut(t *testing.T) {
 	}
 	if e.Pointer != "/"+long {
 		t.Errorf("the pointer is cut too")
+	}
+}
+
+func TestErrorPathCutsAt200Bytes(t *testing.T) {
+	t.Parallel()
+	a200 := strings.Repeat("a", 200)
+	for _, tc := range []struct{ name, path string }{
+		{a200, a200},             // 200 bytes: kept whole
+		{a200 + "b", a200 + "…"}, // 201 bytes: cut
+		// `["a` then two-byte characters, one across byte 200: cut before it.
+		{"a" + strings.Repeat("é", 150), `["a` + strings.Repeat("é", 98) + "…"},
+	} {
+		err := strictjson.Check([]byte(`{"` + tc.name + `":1,"` + tc.name + `":2}`))
+		var e *strictjson.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("err = %v, want an *Error", err)
+		}
+		if got := e.Path(); got != tc.path || !utf8.ValidString(got) {
+			t.Errorf("path of a %d-byte name = %q, want %q", len(tc.name), got, tc.path)
+		}
+	}
+	// The path of an unknown name (found in decoding, not in the walk) is cut too.
+	var v shape
+	err := strictjson.Unmarshal([]byte(`{"`+a200+`b":1}`), &v)
+	var e *strictjson.Error
+	if !errors.As(err, &e) || e.Reason != strictjson.Unknown || e.Path() != a200+"…" {
+		t.Errorf("unknown 201-byte name: got %v, want an unknown name with its path cut to %q", err, a200+"…")
+	}
+}
+
+// A did-you-mean names a field the JSON can set, not an unexported one.
+func TestUnknownNameSuggestsNoUnexportedField(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		Name   string `json:"name"`
+		secret string
+	}
+	err := strictjson.Unmarshal([]byte(`{"Secret":"x"}`), &v)
+	var e *strictjson.Error
+	if !errors.As(err, &e) || e.Reason != strictjson.Unknown || e.Message != "is not a known field" {
+		t.Errorf("got %v, want %q with no suggestion", err, "Secret: is not a known field")
+	}
+	if v.secret != "" {
+		t.Errorf("the unexported field was set to %q", v.secret)
 	}
 }

@@ -19,6 +19,9 @@ func TestString(t *testing.T) {
 		{"tok-long and tok", []string{"tok", "tok-long"}, "[REDACTED] and [REDACTED]"},
 		{"nothing", []string{"", "zzz"}, "nothing"},
 		{"héllo", []string{"é"}, "h[REDACTED]llo"},
+		// A text quoting JSON carries a backslash or a newline escaped.
+		{`path "C:\\key"`, []string{`C:\key`}, `path "[REDACTED]"`},
+		{`pem "line1\nline2"`, []string{"line1\nline2"}, `pem "[REDACTED]"`},
 	} {
 		if got := redact.String(tc.in, tc.secrets...); got != tc.want {
 			t.Errorf("String(%q, %q) = %q, want %q", tc.in, tc.secrets, got, tc.want)
@@ -38,6 +41,10 @@ func TestJSON(t *testing.T) {
 		`{"n":123456}`:           `"[REDACTED]"`, // outside any string: nothing is kept
 		`{"a":"clean"}`:          `{"a":"clean"}`,
 		`["q\"x"]`:               `["[REDACTED]"]`,
+		// Strings without a secret are kept as written.
+		`{"a":"tok","b":"\u00e9"}`: `{"a":"[REDACTED]","b":"\u00e9"}`,
+		// Not JSON (an unclosed string): nothing is kept.
+		`{"a":"tok`: `"[REDACTED]"`,
 	} {
 		got := set.JSON([]byte(in))
 		if string(got) != want {
