@@ -3,6 +3,7 @@ package approvals_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -171,12 +172,37 @@ func TestNewNamesItsRun(t *testing.T) {
 	if run, ok := approvals.RunHint(a.ID); !ok || run != a.RunID {
 		t.Errorf("RunHint(%s) = %q, %v", a.ID, run, ok)
 	}
-	for _, id := range []string{"apr_01M8KTWNF9H8GE6J6RXQR1AEE5", "apr1", "run_x_y", ""} {
+	for _, id := range []string{"apr_01M8KTWNF9H8GE6J6RXQR1AEE5", "apr1", "apr__u", "run_x_y", ""} {
 		if run, ok := approvals.RunHint(id); ok {
 			t.Errorf("RunHint(%q) = %q, want none", id, run)
 		}
 	}
 	if _, err := approvals.New(approvals.Request{RunID: "run_x", Input: json.RawMessage(`{`)}, "u"); err == nil {
 		t.Error("New accepted an input that is not JSON")
+	}
+}
+
+// TestNewPlacesNotices: New places each notice at RequestedAt+After, in time
+// order, and keeps only those strictly between the request and the deadline.
+func TestNewPlacesNotices(t *testing.T) {
+	t.Parallel()
+	a, err := approvals.New(approvals.Request{RunID: "run_1", Input: json.RawMessage(`{}`), RequestedAt: t0, Timeout: time.Hour,
+		Notices: []approvals.Notice{
+			{Kind: approvals.Reminder, After: 30 * time.Minute},
+			{Kind: approvals.Escalated, After: 10 * time.Minute, Group: "leads"},
+			{Kind: approvals.Reminder, After: time.Hour}, // at the deadline
+			{Kind: approvals.Reminder, After: 0},         // with the request
+			{Kind: approvals.Expiring, After: 48 * time.Minute},
+		}}, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range a.Notices {
+		got = append(got, fmt.Sprintf("%s at %s", n.Kind, n.At.Format("15:04")))
+	}
+	want := []string{"escalated at 12:10", "reminder at 12:30", "expiring at 12:48"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("Notices = %v, want %v", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package approvals_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -84,6 +85,9 @@ func TestVoteChecks(t *testing.T) {
 		{"deny by one not eligible", func(d *approvals.Decision) { d.ByMember, d.Status = "mem_Zed", approvals.Denied }, approvals.ErrNotEligible},
 		{"twice", func(d *approvals.Decision) { d.ByMember = "mem_Ana" }, approvals.ErrAlreadyVoted},
 		{"again, with an edit", func(d *approvals.Decision) { d.ByMember, d.Input, d.InputDigest = "mem_Ana", []byte(`{}`), "d1" }, nil},
+		{"again, with the input unchanged", func(d *approvals.Decision) {
+			d.ByMember, d.Input, d.InputDigest = "mem_Ana", []byte(`{}`), a.InputDigest
+		}, approvals.ErrAlreadyVoted},
 		{"stale version", func(d *approvals.Decision) { d.ByMember, d.VoteVersion = "mem_Bo", 0 }, approvals.ErrChanged},
 		{"saw another input", func(d *approvals.Decision) { d.ByMember, d.Seen = "mem_Bo", "d9" }, approvals.ErrChanged},
 		{"separated", func(d *approvals.Decision) { d.ByMember = "mem_Bo" }, nil},
@@ -106,5 +110,24 @@ func TestVoteChecks(t *testing.T) {
 	got := ed.Apply(a)
 	if got.Status != approvals.Pending || len(got.Votes) != 1 || got.Votes[0].Member != "mem_Bo" || got.InputDigest != "d1" || got.VoteVersion != 2 {
 		t.Errorf("after an edit: %+v", got)
+	}
+}
+
+// A second edit replaces the input again; OriginalInput stays what the
+// run asked for, not what the first editor made of it.
+func TestSecondEditKeepsTheOriginalInput(t *testing.T) {
+	t.Parallel()
+	a := quorum(approvals.Requirement{Group: "finance", Min: 3, Eligible: vs("Ana", "Bo", "Cy")})
+	a.Input = json.RawMessage(`{"amount":100}`)
+	for _, e := range []struct{ name, input, digest string }{{"Ana", `{"amount":90}`, "d1"}, {"Bo", `{"amount":80}`, "d2"}} {
+		d := approvals.Decision{ProjectID: "p", ApprovalID: a.ID, Status: approvals.Approved, By: "key_" + e.name, ByMember: "mem_" + e.name,
+			VoteVersion: a.VoteVersion, At: a.ExpiresAt.Add(-time.Minute), Input: json.RawMessage(e.input), InputDigest: e.digest}
+		if err := d.Check(a); err != nil {
+			t.Fatalf("%s's edit: %v", e.name, err)
+		}
+		a = d.Apply(a)
+	}
+	if string(a.OriginalInput) != `{"amount":100}` || string(a.Input) != `{"amount":80}` || a.InputDigest != "d2" {
+		t.Errorf("after two edits: input %s (%s), original %s; want input {\"amount\":80} (d2), original {\"amount\":100}", a.Input, a.InputDigest, a.OriginalInput)
 	}
 }

@@ -36,6 +36,7 @@ func TestRuleValidate(t *testing.T) {
 	}{
 		{"no end user", func(r *approvals.Rule) { r.EndUserID = "" }, "endUserId"},
 		{"no posture", func(r *approvals.Rule) { r.PostureDigest = "" }, "postureDigest"},
+		{"no deployment", func(r *approvals.Rule) { r.Deployment = 0 }, "deployment"},
 		{"no maker", func(r *approvals.Rule) { r.CreatedBy = "" }, "createdBy"},
 		{"lasts nothing", func(r *approvals.Rule) { r.ExpiresAt = r.CreatedAt }, "must expire after"},
 		{"lasts 8 days", func(r *approvals.Rule) { r.ExpiresAt = r.CreatedAt.Add(8 * 24 * time.Hour) }, "at most 168h"},
@@ -46,6 +47,7 @@ func TestRuleValidate(t *testing.T) {
 		}, "bytes, at most"},
 		{"id of another scope", func(r *approvals.Rule) { r.EndUserID = "bob" }, "its scope is"},
 		{"id made long before", func(r *approvals.Rule) { r.CreatedAt = r.CreatedAt.Add(2 * time.Second) }, "from its createdAt"},
+		{"id made long after", func(r *approvals.Rule) { r.CreatedAt = r.CreatedAt.Add(-2 * time.Second) }, "from its createdAt"},
 		{"id not a rule id", func(r *approvals.Rule) { r.ID = "apr_1" }, "want rul_"},
 	} {
 		r := ruleAt(t0)
@@ -63,6 +65,8 @@ func TestRuleMatches(t *testing.T) {
 	call := approvals.RuleCall{ProjectID: "prj_a", Agent: "refunds", Tool: "refundOrder", EndUserID: "alice", InputDigest: "d1", PostureDigest: "pd1"}
 	exact := r
 	exact.InputDigest = "d1"
+	noPosture := r
+	noPosture.PostureDigest = ""
 	revoked := r.Revoke(approvals.Actor{ID: "key_bo", Name: "Bo Li"}, t0.Add(time.Hour))
 	for _, c := range []struct {
 		name string
@@ -76,6 +80,7 @@ func TestRuleMatches(t *testing.T) {
 		{"another tool", r, func(c *approvals.RuleCall) { c.Tool = "addNote" }, t0.Add(time.Minute), false},
 		{"another project", r, func(c *approvals.RuleCall) { c.ProjectID = "prj_b" }, t0.Add(time.Minute), false},
 		{"another posture", r, func(c *approvals.RuleCall) { c.PostureDigest = "pd2" }, t0.Add(time.Minute), false},
+		{"no posture on either side", noPosture, func(c *approvals.RuleCall) { c.PostureDigest = "" }, t0.Add(time.Minute), false},
 		{"at its expiry", r, nil, r.ExpiresAt, false},
 		{"exact, same input", exact, nil, t0.Add(time.Minute), true},
 		{"exact, another input", exact, func(c *approvals.RuleCall) { c.InputDigest = "d2" }, t0.Add(time.Minute), false},
