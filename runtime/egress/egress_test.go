@@ -17,24 +17,37 @@ import (
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	refused := []string{
-		"127.0.0.1", "127.1.2.3", "::1", // loopback
-		"10.1.2.3", "172.16.0.1", "192.168.1.1", "fd00::1", // private
-		"169.254.169.254", "fe80::1", // link-local, cloud metadata
-		"224.0.0.1", "ff02::1", // multicast
-		"0.0.0.0", "::", // unspecified
-		"::ffff:127.0.0.1", "::ffff:8.8.8.8", // IPv4-mapped IPv6
-		"100.64.0.1", "100.127.255.254", // CGNAT
-		"255.255.255.255", "192.0.0.8", "198.18.0.1", "240.0.0.1",
-		"64:ff9b::a00:1", "2002:a00:1::1", "fec0::1",
+	// Each refused address with what its error says it is: a user reads the
+	// reason to know which range to allow (an IPv4-mapped address needs an
+	// IPv6 prefix, not its IPv4 one).
+	refused := []struct{ addr, reason string }{
+		{"127.0.0.1", "loopback"}, {"127.1.2.3", "loopback"}, {"::1", "loopback"},
+		{"10.1.2.3", "private"}, {"172.16.0.1", "private"}, {"192.168.1.1", "private"}, {"fd00::1", "private"},
+		{"169.254.169.254", "link-local"}, {"fe80::1", "link-local"},
+		{"224.0.0.1", "multicast"}, {"239.255.255.250", "multicast"}, {"ff02::1", "multicast"}, {"ff0e::1", "multicast"},
+		{"0.0.0.0", "unspecified"}, {"::", "unspecified"},
+		{"::ffff:127.0.0.1", "IPv4-mapped"}, {"::ffff:8.8.8.8", "IPv4-mapped"},
+		{"255.255.255.255", "broadcast"},
+		{"0.1.2.3", `"this network"`},
+		{"100.64.0.1", "carrier-grade NAT"}, {"100.127.255.254", "carrier-grade NAT"},
+		{"192.0.0.8", "IETF protocol assignment"}, {"192.0.0.255", "IETF protocol assignment"},
+		{"198.18.0.1", "benchmarking"}, {"198.19.255.255", "benchmarking"},
+		{"240.0.0.1", "reserved"}, {"250.1.2.3", "reserved"}, {"255.255.255.254", "reserved"},
+		{"64:ff9b::a00:1", "NAT64"}, {"64:ff9b:1::a00:1", "NAT64"},
+		{"2002:a00:1::1", "6to4"},
+		{"fec0::1", "site-local"}, {"feff::1", "site-local"},
 	}
-	allowed := []string{"8.8.8.8", "1.1.1.1", "100.128.0.1", "2001:4860:4860::8888", "172.32.0.1"}
+	// Public addresses, some just outside a refused range.
+	allowed := []string{
+		"8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "172.32.0.1",
+		"100.63.255.255", "100.128.0.1", "192.0.1.1", "198.17.255.255", "198.20.0.1", "2003::1",
+	}
 	var p egress.Policy
-	for _, s := range refused {
-		err := p.Check(netip.MustParseAddr(s))
+	for _, c := range refused {
+		err := p.Check(netip.MustParseAddr(c.addr))
 		var re *egress.RefusedError
-		if !errors.As(err, &re) || re.Addr != netip.MustParseAddr(s) || re.Reason == "" {
-			t.Errorf("%s: %v, want a *RefusedError naming it", s, err)
+		if !errors.As(err, &re) || re.Addr != netip.MustParseAddr(c.addr) || !strings.Contains(re.Reason, c.reason) {
+			t.Errorf("%s: %v, want a *RefusedError naming it, its reason containing %q", c.addr, err, c.reason)
 		}
 	}
 	for _, s := range allowed {
@@ -61,7 +74,7 @@ func TestCheckLiteral(t *testing.T) {
 	t.Parallel()
 	p := egress.Policy{Allow: egress.Loopback}
 	for host, refused := range map[string]bool{
-		"localhost": false, "example.com": false, "8.8.8.8": false, "127.0.0.1": false, "::1": false,
+		"localhost": false, "example.com": false, "8.8.8.8": false, "127.0.0.1": false, "127.1.2.3": false, "::1": false,
 		"::ffff:127.0.0.1": true, "10.0.0.1": true, "169.254.169.254": true,
 	} {
 		if err := p.CheckLiteral(host); (err != nil) != refused {
@@ -123,6 +136,59 @@ func TestDialerChecksTheDialledAddress(t *testing.T) {
 		t.Fatalf("dial with loopback allowed: %v", err)
 	}
 	c.Close()
+	if d := (egress.Policy{}).Dialer(3 * time.Second); d.Timeout != 3*time.Second {
+		t.Errorf("Dialer(3s).Timeout = %v, want 3s", d.Timeout)
+	}
+}
+
+// Control is what a dialer calls with the address about to be dialled. A
+// net.Dialer already dials an IPv4-mapped address as IPv4, but Control
+// refuses one itself; and what is not an IP address and port (a unix
+// socket) is refused, naming what was dialled.
+func TestControl(t *testing.T) {
+	t.Parallel()
+	p := egress.Policy{Allow: egress.Loopback}
+	ctx := context.Background()
+	for address, refused := range map[string]bool{
+		"127.0.0.1:80": false, "[::1]:443": false, "8.8.8.8:53": false,
+		"10.0.0.1:80": true, "[::ffff:127.0.0.1]:80": true,
+	} {
+		if err := p.Control(ctx, "tcp", address, nil); (err != nil) != refused {
+			t.Errorf("Control(tcp %s) = %v, want refused %v", address, err, refused)
+		}
+	}
+	err := p.Control(ctx, "unix", "/var/run/docker.sock", nil)
+	var re *egress.RefusedError
+	if !errors.As(err, &re) || re.Addr.IsValid() || !strings.Contains(err.Error(), "unix /var/run/docker.sock") {
+		t.Errorf("Control(unix /var/run/docker.sock) = %v, want a *RefusedError with no Addr naming the socket", err)
+	}
+}
+
+// Client ignores HTTP_PROXY: a proxy is dialled instead of the destination,
+// so the policy would check the proxy's address and let any destination
+// through it. Not parallel, as it sets the environment; net/http reads the
+// proxy variables once per process, and a parallel test runs only after
+// this one.
+func TestClientIgnoresProxyEnvironment(t *testing.T) {
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer proxy.Close()
+	for _, k := range []string{"HTTP_PROXY", "http_proxy"} {
+		t.Setenv(k, proxy.URL)
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy", "REQUEST_METHOD"} {
+		t.Setenv(k, "")
+	}
+	// The proxy (on loopback) is allowed, the destination is not.
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://10.0.0.1/", nil)
+	res, err := egress.Policy{Allow: egress.Loopback}.Client().Do(req)
+	if err == nil {
+		res.Body.Close()
+	}
+	var re *egress.RefusedError
+	if !errors.As(err, &re) || hits.Load() != 0 {
+		t.Errorf("GET http://10.0.0.1/ with HTTP_PROXY set: %v, and the proxy saw %d requests; want refused, and none", err, hits.Load())
+	}
 }
 
 func TestClientChecksRedirects(t *testing.T) {
