@@ -152,7 +152,7 @@ func (p Policy) Client() *http.Client {
 	return &http.Client{
 		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= MaxRedirects {
+			if len(via) > MaxRedirects {
 				return fmt.Errorf("stopped after %d redirects", MaxRedirects)
 			}
 			return p.CheckLiteral(req.URL.Hostname())

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,8 +202,10 @@ func TestClientChecksRedirects(t *testing.T) {
 			http.Redirect(w, r, "http://[::ffff:127.0.0.1]/", http.StatusFound)
 		case "/metadata":
 			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
-		case "/loop":
-			http.Redirect(w, r, "/loop", http.StatusFound)
+		default: // /redirects/n: n redirects, then 200
+			if n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/redirects/")); n > 0 {
+				http.Redirect(w, r, "/redirects/"+strconv.Itoa(n-1), http.StatusFound)
+			}
 		}
 	}))
 	defer srv.Close()
@@ -232,7 +235,11 @@ func TestClientChecksRedirects(t *testing.T) {
 			t.Errorf("redirect %s: %v, want refused", path, err)
 		}
 	}
-	if err := get(allowed, srv.URL+"/loop"); err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
-		t.Errorf("redirect loop: %v", err)
+	// MaxRedirects redirects are followed; one more is not.
+	if err := get(allowed, srv.URL+"/redirects/"+strconv.Itoa(egress.MaxRedirects)); err != nil {
+		t.Errorf("%d redirects: %v, want followed", egress.MaxRedirects, err)
+	}
+	if err := get(allowed, srv.URL+"/redirects/"+strconv.Itoa(egress.MaxRedirects+1)); err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Errorf("%d redirects: %v, want stopped after 10", egress.MaxRedirects+1, err)
 	}
 }
