@@ -40,7 +40,7 @@ type Store interface {
 type Config struct {
 	Store Store
 	// Client sends deliveries; its transport must dial through the egress
-	// policy (egress.Policy.Transport). Its timeout is Timeout.
+	// policy (egress.Policy.Client). Its timeout is Timeout.
 	Client *http.Client
 	Now    func() time.Time
 	// PublicURL is where people reach Stead ("https://stead.example.com"):
