@@ -272,3 +272,64 @@ func TestEndedRevocationsAreDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A revocation record whose last revocation ends at the instant of a write
+// has ended (CustomerRevocations.At) and is deleted by that write, and a
+// revocation that ends when it is made leaves no record at all.
+func TestRevocationsEndingNowAreDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "stead.db")
+	s, err := boltstore.Open(path, boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := t0.Add(time.Hour)
+	writes := []store.CustomerRevocation{
+		{ProjectID: "p1", EndUserID: "u1", TokenID: "ct1", Until: end, Now: t0},
+		// At u1's end: u1's record goes; u2's token expires now, so it is
+		// not recorded.
+		{ProjectID: "p1", EndUserID: "u2", TokenID: "ct2", Until: end, Now: end},
+	}
+	for _, r := range writes {
+		if err := s.RevokeCustomerTokens(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"revocations", "idx-revoked-until"} {
+			if n := tx.Bucket([]byte(name)).Stats().KeyN; n != 0 {
+				t.Errorf("bucket %s has %d keys, want none (no revocation is in force)", name, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A write to a closed store fails with ErrClosed, and one that fails as a
+// whole is never reported done.
+func TestWriteAfterClose(t *testing.T) {
+	t.Parallel()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "stead.db"), boltstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateRun(t.Context(), store.Run{ID: "r1", ProjectID: "p1", Status: store.RunQueued, CreatedAt: t0}, nil)
+	if !errors.Is(err, boltstore.ErrClosed) {
+		t.Fatalf("create a run in a closed store: got %v, want ErrClosed", err)
+	}
+}

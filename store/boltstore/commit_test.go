@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -127,6 +128,75 @@ func TestCommitConcurrent(t *testing.T) {
 		if got[fmt.Sprint(i)] == refused {
 			t.Fatalf("writer %d (refused %v): key present %v", i, refused, got[fmt.Sprint(i)])
 		}
+	}
+	if g.leading || len(g.queue) != 0 {
+		t.Fatalf("committer not idle after all writers returned: leading %v, queue %d", g.leading, len(g.queue))
+	}
+}
+
+// Writers that arrive while a commit is in flight wait for it and then
+// share the next one: one leader at a time, and every write that queued
+// meanwhile in one transaction.
+func TestCommitBatchesWritersThatQueued(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	var g committer
+	inFlight, held := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release) // before the db closes, also when the test fails
+	first := make(chan error, 1)
+	go func() {
+		first <- g.update(db, func(tx *bolt.Tx) error {
+			close(inFlight)
+			<-held
+			return putKey("first", nil)(tx)
+		})
+	}()
+	<-inFlight
+
+	const n = 8
+	var mu sync.Mutex
+	txs := map[int]bool{} // the transactions the queued writes ran in
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = g.update(db, func(tx *bolt.Tx) error {
+				mu.Lock()
+				txs[int(tx.ID())] = true
+				mu.Unlock()
+				return putKey(fmt.Sprint(i), nil)(tx)
+			})
+		})
+	}
+	// The writers queue behind the commit in flight; none of them leads.
+	for spins := 0; ; spins++ {
+		g.mu.Lock()
+		queued := len(g.queue)
+		g.mu.Unlock()
+		if queued == n {
+			break
+		}
+		if spins == 1e7 {
+			t.Fatalf("%d of %d writers queued behind the commit in flight: the others did not wait for it", queued, n)
+		}
+		runtime.Gosched()
+	}
+	release()
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("queued write %d: %v", i, err)
+		}
+	}
+	if len(txs) != 1 {
+		t.Fatalf("the %d queued writes committed in %d transactions, want 1", n, len(txs))
+	}
+	if got := keys(t, db); len(got) != n+1 {
+		t.Fatalf("keys after the commits: %v, want %d", got, n+1)
 	}
 	if g.leading || len(g.queue) != 0 {
 		t.Fatalf("committer not idle after all writers returned: leading %v, queue %d", g.leading, len(g.queue))

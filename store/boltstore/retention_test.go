@@ -387,3 +387,85 @@ func dropBuckets(t *testing.T, path string, names ...string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPurgeByFinishedAt: a run is kept for Retention after it finished, not
+// after its last update, and still kept at exactly Retention: a purge
+// deletes only what finished before now minus Retention.
+func TestPurgeByFinishedAt(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := retaining(t)
+	r, err := s.CreateRun(ctx, store.Run{ID: "run_done", ProjectID: "p1", Status: store.RunRunning, CreatedAt: t0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := t0.Add(time.Minute)
+	r.Status, r.FinishedAt, r.UpdatedAt = store.RunSucceeded, finished, t0.Add(50*time.Minute)
+	if _, err := s.CommitRun(ctx, store.RunCommit{Run: r}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(ctx, finished.Add(time.Hour), 10); err != nil || n != 0 {
+		t.Fatalf("purge exactly Retention after the run finished: %d, %v; want 0 (kept until after)", n, err)
+	}
+	if _, err := s.GetRun(ctx, r.ID); err != nil {
+		t.Fatalf("run finished exactly Retention ago: %v", err)
+	}
+	if n, err := s.Purge(ctx, finished.Add(time.Hour+time.Nanosecond), 10); err != nil || n != 1 {
+		t.Fatalf("purge just past Retention after the run finished (and before Retention after its last update): %d, %v; want 1", n, err)
+	}
+	if _, err := s.GetRun(ctx, r.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("purged run: %v, want ErrNotFound", err)
+	}
+}
+
+// TestPurgeRunWithPendingApproval: a run that finished while its approval
+// was still pending (failed or cancelled by a commit, not by a decision) is
+// purged with the approval and its entries in the pending queues: the
+// approval is not listed as pending or due afterwards, and listing them
+// does not fail on an approval that is gone.
+func TestPurgeRunWithPendingApproval(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, path := retaining(t)
+	r, err := s.CreateRun(ctx, store.Run{ID: "run_cut", ProjectID: "p1", Status: store.RunRunning, CreatedAt: t0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := approvals.New(approvals.Request{
+		ProjectID: "p1", RunID: r.ID, StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{}`),
+		RequestedAt: t0, Timeout: 24 * time.Hour,
+	}, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+	if r, err = s.CommitRun(ctx, store.RunCommit{Run: r, Approval: &a}); err != nil {
+		t.Fatal(err)
+	}
+	r.Status, r.FinishedAt = store.RunCancelled, t0
+	if _, err = s.CommitRun(ctx, store.RunCommit{Run: r}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1 (run_cut)", n, err)
+	}
+	due, err := s.ListDueApprovals(ctx, t0.Add(48*time.Hour), 10)
+	if err != nil || len(due) != 0 {
+		t.Fatalf("due approvals after the purge: %v, %v; want none", approvalIDs(due), err)
+	}
+	for _, order := range []store.ApprovalOrder{store.NewestFirst, store.ExpiringFirst} {
+		page, err := s.ListApprovals(ctx, store.ApprovalFilter{ProjectID: "p1", Status: approvals.Pending, Order: order})
+		if err != nil || len(page.Items) != 0 {
+			t.Fatalf("pending approvals (%s) after the purge: %v, %v; want none", order, approvalIDs(page.Items), err)
+		}
+	}
+	wantGone(t, s, path, r.ID, a.ID)
+}
+
+func approvalIDs(as []approvals.Approval) []string {
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.ID
+	}
+	return ids
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ var approvalTests = []test{
 	{"Approval/Get", testApprovalGet},
 	{"Approval/List", testApprovalList},
 	{"Approval/Due", testApprovalDue},
+	{"Approval/DueWithinASecond", testApprovalDueWithinASecond},
 }
 
 func testApprovalGet(t *testing.T, s store.Store) {
@@ -124,6 +126,8 @@ var decideTests = []test{
 	{"Decide/LyingDeadlineAtTheDeadline", testDecideLyingDeadlineAtTheDeadline},
 	{"Decide/StaleReadOfASettledApproval", testDecideStaleReadOfASettledApproval},
 	{"Decide/LeavesDueQueue", testDecideLeavesDueQueue},
+	{"Decide/ClearsLease", testDecideClearsLease},
+	{"Decide/RunStatusRefused", testDecideRunStatusRefused},
 }
 
 // testDecideLyingDeadlineAtTheDeadline: at the stored deadline itself an
@@ -350,8 +354,10 @@ func testDecideForeign(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r, a := gatedRun(t, s, "p1", "r1", "apr1", t0, at(15*time.Minute))
 	for _, st := range []approvals.Status{approvals.Approved, approvals.Denied, approvals.Cancelled} {
-		_, _, err := s.DecideApproval(ctx, decide("p2", "apr1", st, at(time.Minute)))
+		got, _, err := s.DecideApproval(ctx, decide("p2", "apr1", st, at(time.Minute)))
 		wantErr(t, err, store.ErrNotFound, "decide another project's approval: "+string(st))
+		// Nothing of it reaches the other project, with the error or else.
+		same(t, got, approvals.Approval{}, "approval returned to another project: "+string(st))
 	}
 	_, _, err := s.DecideApproval(ctx, decide("p2", "apr1", approvals.Expired, at(time.Hour)))
 	wantErr(t, err, store.ErrNotFound, "expire another project's approval")
@@ -540,4 +546,54 @@ func testDecideRaceExpiry(t *testing.T, s store.Store) {
 		checkDecided(t, s, params[w], r, a, gotA[w], gotR[w])
 		eq(t, getRun(t, s, r.ID).Status, runStatusAfter(params[w].Decision.Status), "run status matches the winning decision")
 	}
+}
+
+// testApprovalDueWithinASecond: a deadline is kept to the nanosecond: an
+// approval that expires half a second into a minute is not due at the
+// minute, and is due at its deadline.
+func testApprovalDueWithinASecond(t *testing.T, s store.Store) {
+	half := at(time.Minute + 500*time.Millisecond)
+	gatedRun(t, s, "p1", "r1", "apr1", t0, half)
+	sameIDs(t, dueIDs(t, s, at(time.Minute)), nil, "due at the minute, half a second before its deadline")
+	sameIDs(t, dueIDs(t, s, half.Add(-time.Millisecond)), nil, "due just before its deadline")
+	sameIDs(t, dueIDs(t, s, half), []string{"apr1"}, "due at its deadline")
+}
+
+// testDecideClearsLease: a decision that settles an approval clears the
+// run's lease owner, also when the run kept one while it waited.
+func testDecideClearsLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createRun(t, s, newRun("r1", "p1", t0), event("run.created"))
+	r, err := s.ClaimRun(ctx, claim("r1", "w1", t0))
+	noErr(t, err, "claim")
+	a := newApproval("apr1", r, at(time.Minute), at(time.Hour))
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, "apr1" // the claim's lease kept
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{event("approval.requested")}, Approval: &a})
+	noErr(t, err, "commit into awaiting-approval with the lease kept")
+	eq(t, getRun(t, s, "r1").LeaseOwner, "w1", "lease owner while awaiting approval")
+
+	_, got, err := s.DecideApproval(ctx, decide("p1", "apr1", approvals.Approved, at(2*time.Minute)))
+	noErr(t, err, "approve")
+	eq(t, got.LeaseOwner, "", "lease owner of the approved run")
+	eq(t, got.LeaseUntil.Equal(at(3*time.Minute)), true, "dispatch deadline of the approved run")
+	same(t, getRun(t, s, "r1"), got, "stored approved run")
+}
+
+// testDecideRunStatusRefused: a decision whose RunStatus cannot follow it
+// (awaiting-approval, none, or no run status) is refused and changes
+// nothing.
+func testDecideRunStatusRefused(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, a := gatedRun(t, s, "p1", "r1", "apr1", t0, at(time.Hour))
+	before := snap(t, s, r)
+	for _, st := range []store.RunStatus{store.RunAwaitingApproval, "", "paused"} {
+		p := decide("p1", "apr1", approvals.Approved, at(time.Minute))
+		p.RunStatus = st
+		_, _, err := s.DecideApproval(ctx, p)
+		if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("approve with run status %q: got %v, want a validation error", st, err)
+		}
+		same(t, snap(t, s, r), before, fmt.Sprintf("run, events and approval after an approve with run status %q", st))
+	}
+	same(t, getApproval(t, s, "apr1"), a, "approval after refused decisions")
 }

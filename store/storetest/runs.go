@@ -46,6 +46,17 @@ func testRunCreate(t *testing.T, s store.Store) {
 	_, err = s.GetRun(ctx, "r404")
 	wantErr(t, err, store.ErrNotFound, "get unknown run")
 
+	// A status that is no run status is refused and stores nothing.
+	bad := newRun("r3", "p1", t0)
+	bad.Status = "paused"
+	_, err = s.CreateRun(ctx, bad, []store.Event{event("run.created")})
+	if err == nil || errors.Is(err, store.ErrExists) {
+		t.Fatalf("create run with status %q: got %v, want a validation error", bad.Status, err)
+	}
+	_, err = s.GetRun(ctx, "r3")
+	wantErr(t, err, store.ErrNotFound, "run refused for its status")
+	eq(t, len(events(t, s, "r3")), 0, "events of the run refused for its status")
+
 	empty := createRun(t, s, newRun("r2", "p1", t0))
 	eq(t, empty.Version, int64(1), "version of a run without events")
 	eq(t, empty.LastSeq, int64(0), "lastSeq of a run without events")
@@ -172,6 +183,11 @@ func testRunEvents(t *testing.T, s store.Store) {
 		sameIDs(t, eventTypes(got), p.want, fmt.Sprintf("events after %d, limit %d", p.after, p.limit))
 		checkSeqs(t, got, "r1", p.after+1)
 	}
+	// Every seq is after a negative one.
+	got, err := s.ListEvents(ctx, "r1", -1, 4)
+	noErr(t, err, "list events after -1")
+	sameIDs(t, eventTypes(got), []string{"e1", "e2", "e3", "e4"}, "events after -1, limit 4")
+	checkSeqs(t, got, "r1", 1)
 	other := events(t, s, "r2")
 	sameIDs(t, eventTypes(other), []string{"other"}, "events of r2")
 	checkSeqs(t, other, "r2", 1)
@@ -400,10 +416,13 @@ func testCommitKeepsIdentity(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := newRun("r1", "p1", t0)
 	r.IdempotencyKey, r.RequestDigest = "idem-1", "digest-1"
+	r.Tool, r.Via = "refundOrder", "mcp:mcpk_1"
 	r = createRun(t, s, r)
 	moved := r
 	moved.ProjectID, moved.Agent, moved.EndUserID, moved.Deployment = "p2", "other", "u9", 9
 	moved.IdempotencyKey, moved.RequestDigest = "idem-2", "digest-2"
+	// Whom separateFrom keeps from deciding, and what a one-call run calls.
+	moved.Requester, moved.Tool, moved.Via = "mem_mallory", "deleteAccount", "mcp:mcpk_2"
 	moved.CreatedAt = at(time.Hour)
 	moved.Status = store.RunRunning
 	got, err := s.CommitRun(ctx, store.RunCommit{Run: moved})
@@ -512,6 +531,8 @@ var claimTests = []test{
 	{"Claim/Concurrent", testClaimConcurrent},
 	{"Claim/Stalled", testClaimStalled},
 	{"Claim/RequeuedBelowTheLease", testRequeuedBelowTheLease},
+	{"Claim/StalledWithoutDeadline", testStalledWithoutDeadline},
+	{"Claim/WithinASecond", testClaimWithinASecond},
 }
 
 func claim(runID, owner string, now time.Time) store.ClaimParams {
@@ -657,4 +678,41 @@ func mustStalled(t testing.TB, s store.Store, now time.Time) []store.Run {
 	rs, err := s.ListStalledRuns(t.Context(), now, store.MaxLimit)
 	noErr(t, err, "list stalled runs")
 	return rs
+}
+
+// testStalledWithoutDeadline: a queued run stored without a dispatch
+// deadline (a zero LeaseUntil) is stalled from the start, before every run
+// with a deadline: the sweeper dispatches it, and it is never stuck.
+func testStalledWithoutDeadline(t *testing.T, s store.Store) {
+	with := newRun("with-deadline", "p1", t0)
+	with.LeaseUntil = t0
+	createRun(t, s, with)
+	without := newRun("without-deadline", "p1", t0)
+	without.LeaseUntil = time.Time{}
+	createRun(t, s, without)
+	sameIDs(t, runIDs(mustStalled(t, s, t0)), []string{"without-deadline"}, "stalled at t0")
+	sameIDs(t, runIDs(mustStalled(t, s, at(time.Second))), []string{"without-deadline", "with-deadline"}, "stalled a second later, oldest lease first")
+}
+
+// testClaimWithinASecond: leases, dispatch deadlines and creation times are
+// kept to the nanosecond: a lease that ends half a second into a minute has
+// not run out at the minute, and runs created within one second list newest
+// first.
+func testClaimWithinASecond(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	half := at(time.Minute + 500*time.Millisecond)
+	r := newRun("r1", "p1", t0)
+	r.LeaseUntil = half
+	createRun(t, s, r)
+	sameIDs(t, runIDs(mustStalled(t, s, at(time.Minute+499*time.Millisecond))), nil, "stalled half a second before the deadline")
+	sameIDs(t, runIDs(mustStalled(t, s, half)), nil, "stalled at the deadline")
+	sameIDs(t, runIDs(mustStalled(t, s, half.Add(time.Millisecond))), []string{"r1"}, "stalled just after the deadline")
+
+	// Ids in the opposite order of the times: the time decides.
+	createRun(t, s, newRun("q-a", "p2", t0.Add(200*time.Millisecond)))
+	createRun(t, s, newRun("q-b", "p2", t0.Add(100*time.Millisecond)))
+	createRun(t, s, newRun("q-c", "p2", t0.Add(300*time.Millisecond)))
+	page, err := s.ListRuns(ctx, store.RunFilter{ProjectID: "p2"})
+	noErr(t, err, "list runs of p2")
+	sameIDs(t, runIDs(page.Items), []string{"q-c", "q-a", "q-b"}, "runs created within one second, newest first")
 }

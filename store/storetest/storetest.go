@@ -153,6 +153,11 @@ func collect[T any](t testing.TB, limit int, id func(T) string, list func(cursor
 			seen[k] = true
 			ids = append(ids, k)
 		}
+		if cursor != "" && len(p.Items) == 0 {
+			// A cursor says there is more: an empty page after one means
+			// it was handed out when the list was done.
+			t.Fatalf("empty page after cursor %q (pages so far %v)", cursor, ids)
+		}
 		if p.NextCursor == "" {
 			return ids
 		}

@@ -111,6 +111,8 @@ func testDeliveries(t *testing.T, s store.Store) {
 		return ids
 	}
 	sameIDs(t, due(at(time.Minute)), []string{"msg_2", "msg_1"}, "due, soonest first")
+	sameIDs(t, due(at(time.Second)), []string{"msg_2", "msg_1"}, "due at msg_1's NextAt")
+	sameIDs(t, due(at(time.Second-time.Nanosecond)), []string{"msg_2"}, "due just before msg_1's NextAt")
 	sameIDs(t, due(at(2*time.Hour)), []string{"msg_2", "msg_1", "msg_3"}, "due later, every project")
 
 	taken := got
@@ -267,15 +269,21 @@ func testOutboxCreate(t *testing.T, s store.Store) {
 
 	early := notifying("run.queued")
 	early.At = t0.Add(-time.Hour)
-	createRun(t, s, newRun("r0", "p1", t0), event("run.created"), early)
+	r0 := createRun(t, s, newRun("r0", "p1", t0), event("run.created"), early)
 	es, err := s.ListOutbox(ctx, 10)
 	noErr(t, err, "list outbox")
 	sameIDs(t, []string{es[0].RunID, es[1].RunID}, []string{"r0", "r1"}, "outbox, oldest mark first")
+	// A later notifying write of a run in the outbox keeps its mark: it is
+	// not sent to the back behind runs that waited less.
+	late := notifying("run.succeeded")
+	late.At = at(time.Hour)
+	_, err = s.CommitRun(ctx, store.RunCommit{Run: r0, Events: []store.Event{late}})
+	noErr(t, err, "commit a later notifying event of r0")
 	es, err = s.ListOutbox(ctx, 1)
 	noErr(t, err, "list outbox, one")
 	eq(t, len(es), 1, "outbox entries within the limit")
-	eq(t, es[0].RunID, "r0", "the oldest entry")
-	noErr(t, s.AckOutbox(ctx, "r0", 2), "ack r0")
+	eq(t, es[0].RunID, "r0", "the oldest entry, after a later notifying write of it")
+	noErr(t, s.AckOutbox(ctx, "r0", 3), "ack r0")
 
 	noErr(t, s.AckOutbox(ctx, "r1", 1), "ack before the first notifying event")
 	same(t, outbox(t, s), map[string]int64{"r1": 2}, "outbox after an ack short of the entry")
