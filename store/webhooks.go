@@ -191,8 +191,9 @@ type Webhooks interface {
 	// ListEndpoints lists a project's endpoints, oldest first.
 	ListEndpoints(ctx context.Context, projectID string) ([]Endpoint, error)
 	// UpdateEndpoint stores e conditional on e.Version being the stored
-	// version and returns it stored (Version incremented); ErrConflict if
-	// stale, ErrNotFound if missing.
+	// version and returns it stored (Version incremented, CreatedAt the
+	// stored one, whatever e says); ErrConflict if stale, ErrNotFound if
+	// missing.
 	UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error)
 	// DeleteEndpoint deletes an endpoint and its deliveries' log;
 	// ErrNotFound if missing.

@@ -59,9 +59,12 @@ func testEndpoints(t *testing.T, s store.Store) {
 	eq(t, len(list), 2, "endpoints of p1")
 
 	got.DisabledAt, got.DisabledReason = at(time.Minute), "it answered 410 Gone"
+	created := got.CreatedAt
+	got.CreatedAt = at(time.Hour) // an update never moves when it was made
 	upd, err := s.UpdateEndpoint(ctx, got)
 	noErr(t, err, "update")
 	eq(t, upd.Version, int64(2), "version after update")
+	same(t, upd.CreatedAt, created, "createdAt after an update that said otherwise")
 	_, err = s.UpdateEndpoint(ctx, got)
 	wantErr(t, err, store.ErrConflict, "update on a stale version")
 	again, err := s.GetEndpoint(ctx, "p1", "whe_a")
