@@ -4,12 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
 	"net"
+	"net/http"
+	"net/mail"
+	"net/textproto"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"stead/approvals"
 	"stead/infra/mailpit"
@@ -78,6 +87,7 @@ var members = []store.Member{
 	}(),
 	{ID: "mem_x", ProjectID: "prj_other", Name: "Xu", Email: "xu@example.com", Role: approvals.RoleOwner},
 	member("mem_bad", "Bad", "not an address", approvals.RoleApprover),
+	member("mem_mal", "Mal", "Mal <mal@example.com>", approvals.RoleApprover), // a name in the address
 }
 
 func pending() approvals.Approval {
@@ -139,6 +149,18 @@ func setup(t *testing.T, cfg email.Config, o mailpit.Options) *world {
 	if cfg.Host == "" {
 		cfg.Host, cfg.Port = mp.Host, mp.Port
 	}
+	st, ch := channel(t, cfg)
+	return &world{st: st, ch: ch, mp: mp}
+}
+
+// channel is a Channel over a fresh store that holds apr_1, pending, and
+// the members, sending through cfg (by default plain SMTP, from
+// stead@stead.example.com, to 127.0.0.1:1 where nothing listens).
+func channel(t *testing.T, cfg email.Config) (*memStore, *email.Channel) {
+	t.Helper()
+	if cfg.Host == "" {
+		cfg.Host, cfg.Port = "127.0.0.1", 1
+	}
 	if cfg.TLS == "" {
 		cfg.TLS = email.TLSNone
 	}
@@ -154,7 +176,17 @@ func setup(t *testing.T, cfg email.Config, o mailpit.Options) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{st: st, ch: ch, mp: mp}
+	return st, ch
+}
+
+// mailOf is the mail a delivery sends.
+func mailOf(t *testing.T, d store.Delivery) email.Message {
+	t.Helper()
+	var m email.Message
+	if err := json.Unmarshal(d.Body, &m); err != nil {
+		t.Fatalf("the body of %s is not a mail: %v", d.ID, err)
+	}
+	return m
 }
 
 var (
@@ -187,7 +219,7 @@ func TestDeliveriesAndSend(t *testing.T) {
 	}
 	for _, d := range ds {
 		a, final := w.ch.Send(ctx, d)
-		if a.Status != 250 || final || a.Error != "" || !strings.HasPrefix(a.Response, "250 ") {
+		if a.Status != 250 || final || a.Error != "" || !strings.HasPrefix(a.Response, "250 ") || !strings.Contains(a.Response, "queued as") {
 			t.Fatalf("send %s: %+v final %v", d.EndpointID, a, final)
 		}
 	}
@@ -258,6 +290,13 @@ func TestDeliveriesAndSend(t *testing.T) {
 	if att, final := w.ch.Send(ctx, ds[1]); !final || att.Error != "not sent: approval apr_1 is approved" {
 		t.Errorf("a try after the decision: %+v final %v", att, final)
 	}
+	// Deleted since the request: the same.
+	w.st.mu.Lock()
+	delete(w.st.approvals, "apr_1")
+	w.st.mu.Unlock()
+	if att, final := w.ch.Send(ctx, ds[1]); !final || att.Error != "not sent: approval apr_1 no longer exists" {
+		t.Errorf("a try after the approval was deleted: %+v final %v", att, final)
+	}
 	if n := len(w.mp.Messages(t)); n != 3 {
 		t.Errorf("mailpit has %d messages, want 3", n)
 	}
@@ -303,6 +342,10 @@ func TestSendOutcomes(t *testing.T) {
 			status: 550, final: true, err: "RCPT TO:<ana@example.com>: the server answered 550"},
 		{name: "a recipient deferred is tried again", server: mailpit.Options{Chaos: "Recipient:451:100"},
 			status: 451, err: "RCPT TO:<ana@example.com>: the server answered 451"},
+		{name: "a recipient refused with 500 is final", server: mailpit.Options{Chaos: "Recipient:500:100"},
+			status: 500, final: true, err: "RCPT TO:<ana@example.com>: the server answered 500"},
+		{name: "credentials for a server that offers no AUTH are not sent", cfg: email.Config{TLS: email.TLSStartTLS, Username: "stead", Password: "s3cret"},
+			server: mailpit.Options{TLS: cert}, err: "does not offer AUTH, and credentials are configured"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -322,6 +365,9 @@ func TestSendOutcomes(t *testing.T) {
 			if a.At != now || a.LatencyMs < 0 {
 				t.Errorf("attempt at %s, latency %d", a.At, a.LatencyMs)
 			}
+			if cfg.TLSConfig != nil && cfg.TLSConfig.ServerName != "" {
+				t.Errorf("sending set ServerName %q in the TLS configuration it was given", cfg.TLSConfig.ServerName)
+			}
 			n := len(w.mp.Messages(t))
 			if want := map[bool]int{true: 1, false: 0}[tc.status == 250]; n != want {
 				t.Errorf("mailpit received %d messages, want %d", n, want)
@@ -335,7 +381,7 @@ func TestSendOutcomes(t *testing.T) {
 		t.Errorf("no server: %+v final %v", a, final)
 	}
 	// A body that is not a mail cannot be sent, ever.
-	if a, final := w.ch.Send(ctx, store.Delivery{ID: "msg_x", Body: json.RawMessage(`{"nope":1}`)}); !final || a.Error == "" {
+	if a, final := w.ch.Send(ctx, store.Delivery{ID: "msg_x", Body: json.RawMessage(`{"nope":1}`)}); !final || a.Error != "the delivery's body is not a mail; it cannot be sent" {
 		t.Errorf("a bad body: %+v final %v", a, final)
 	}
 }
@@ -363,6 +409,7 @@ func TestNewRefuses(t *testing.T) {
 		{email.Options{SMTP: email.Config{Host: "h", Port: 1, TLS: email.TLSNone}, Store: st, PublicURL: "http://x"}, "from is missing"},
 		{email.Options{SMTP: good, PublicURL: "http://x"}, "Store is required"},
 		{email.Options{SMTP: good, Store: st}, `the public URL "" must be an http or https URL`},
+		{email.Options{SMTP: good, Store: st, PublicURL: "stead.example.com"}, `the public URL "stead.example.com" must be an http or https URL`},
 	} {
 		if _, err := email.New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New = %v, want %q", err, tc.want)
@@ -445,6 +492,289 @@ func TestWants(t *testing.T) {
 			if got := email.Wants(m, typ); got != tc.want[typ] {
 				t.Errorf("Wants(%q, %s) = %v, want %v", tc.level, typ, got, tc.want[typ])
 			}
+		}
+	}
+}
+
+// TestDeliveriesNone: an event whose approval is of another project than
+// its run, or does not exist, mails nobody and is no error.
+func TestDeliveriesNone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, ch := channel(t, email.Config{})
+	other := run
+	other.ProjectID = "prj_b"
+	if ds, err := ch.Deliveries(ctx, other, request, data); len(ds) != 0 || err != nil {
+		t.Errorf("a run of prj_b naming prj_a's approval mails %d (%v)", len(ds), err)
+	}
+	gone := data
+	gone.ApprovalID = "apr_gone"
+	if ds, err := ch.Deliveries(ctx, run, request, gone); len(ds) != 0 || err != nil {
+		t.Errorf("an approval that does not exist mails %d (%v)", len(ds), err)
+	}
+}
+
+// TestMailContent: what the mail says in cases TestDeliveriesAndSend does
+// not show.
+func TestMailContent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := func(t *testing.T, a approvals.Approval, d notify.Data) email.Message {
+		t.Helper()
+		st, ch := channel(t, email.Config{})
+		st.set(a)
+		ds, err := ch.Deliveries(ctx, run, request, d)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("deliveries %v, %v", ds, err)
+		}
+		return mailOf(t, ds[0])
+	}
+	t.Run("the console link defaults to the approval's page under the public URL", func(t *testing.T) {
+		t.Parallel()
+		m := first(t, pending(), notify.Data{ApprovalID: "apr_1"})
+		const want = "https://stead.example.com/console/#/approvals/apr_1"
+		if !strings.Contains(m.Text, "Or open it in the console: "+want+"\n") || !strings.Contains(m.HTML, `href="`+want+`"`) {
+			t.Errorf("the mail does not link %s:\n%s\n%s", want, m.Text, m.HTML)
+		}
+	})
+	t.Run("without an end user the subject names none", func(t *testing.T) {
+		t.Parallel()
+		a := pending()
+		a.EndUserID = ""
+		if m := first(t, a, data); m.Subject != "Approval needed: refundOrder for refunds" || strings.Contains(m.Text, "End user") {
+			t.Errorf("subject %q, text:\n%s", m.Subject, m.Text)
+		}
+	})
+	t.Run("a quorum's progress", func(t *testing.T) {
+		t.Parallel()
+		a := pending()
+		a.Requirements = []approvals.Requirement{{Group: "finance", Min: 2, Eligible: []approvals.Voter{{Member: "mem_ana", Name: "Ana Diaz"}, {Member: "mem_bo", Name: "Bo Li"}}}}
+		progress := a.ProgressText()
+		m := first(t, a, data)
+		if progress == "" || !strings.Contains(m.Text, "Approvers:  "+progress+"\n") || !strings.Contains(m.HTML, progress) {
+			t.Errorf("the mail does not say the approvers' progress %q:\n%s\n%s", progress, m.Text, m.HTML)
+		}
+	})
+	t.Run("a long input is cut, between characters", func(t *testing.T) {
+		t.Parallel()
+		a := pending()
+		// Indented, the input is 13 bytes of `{\n  "note": "` and then é's
+		// of 2 bytes: its 8 KiB end in the middle of one.
+		a.Input = json.RawMessage(`{"note":"` + strings.Repeat("é", 5000) + `"}`)
+		m := first(t, a, data)
+		for part, body := range map[string]string{"text": m.Text, "HTML": m.HTML} {
+			if !strings.Contains(body, "… (cut here; the review page shows all of it)") || strings.Count(body, "é") != (8<<10-13)/2 ||
+				strings.ContainsRune(body, utf8.RuneError) {
+				t.Errorf("the %s part does not show the input's first 8 KiB, whole characters, and say where it is cut:\n%s", part, body)
+			}
+		}
+	})
+}
+
+// TestSummary: the deadline as a mail or the review page words it, and a
+// settled approval's outcome: by whom only when someone decided it.
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	s := email.SummaryOf(pending())
+	for at, want := range map[time.Time]string{
+		s.ExpiresAt.Add(-90 * time.Second): "2026-11-29 12:15:00 UTC (in 1m)",
+		s.ExpiresAt:                        "2026-11-29 12:15:00 UTC (expired)",
+	} {
+		if got := s.Expires(at); got != want {
+			t.Errorf("Expires(%s) = %q, want %q", at.Format(time.TimeOnly), got, want)
+		}
+	}
+	if !s.Pending || s.Outcome != "" {
+		t.Errorf("a pending approval: Pending %v, Outcome %q", s.Pending, s.Outcome)
+	}
+	for _, tc := range []struct {
+		status approvals.Status
+		want   string
+	}{
+		{approvals.Approved, "approved by Ana Diaz (key_ana) at 2026-11-29 12:03:00 UTC"},
+		{approvals.Denied, "denied by Ana Diaz (key_ana) at 2026-11-29 12:03:00 UTC"},
+		{approvals.Expired, "expired at 2026-11-29 12:03:00 UTC"},
+		{approvals.Cancelled, "cancelled at 2026-11-29 12:03:00 UTC"},
+	} {
+		a := pending()
+		a.Status, a.DecidedBy, a.DecidedByName, a.DecidedAt = tc.status, "key_ana", "Ana Diaz", now.Add(3*time.Minute)
+		if s := email.SummaryOf(a); s.Pending || s.Outcome != tc.want {
+			t.Errorf("%s: Pending %v, Outcome %q; want %q", tc.status, s.Pending, s.Outcome, tc.want)
+		}
+	}
+}
+
+// rawMessage is a message as mailpit received it, before any decoding.
+func rawMessage(t *testing.T, mp *mailpit.Server, id string) *mail.Message {
+	t.Helper()
+	client := &http.Client{Timeout: mailpit.Wait}
+	resp, err := client.Get(mp.API + "/api/v1/message/" + url.PathEscape(id) + "/raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET the raw message %s: %s, %v", id, resp.Status, err)
+	}
+	m, err := mail.ReadMessage(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the message does not parse: %v\n%s", err, b)
+	}
+	return m
+}
+
+// TestMessageAsSent: the mail on the wire. The end user's id (which the
+// agent's caller chooses) adds no header and no line: its line breaks are
+// spaces, and the subject, not ASCII, is an encoded word. The Date is the
+// channel's clock, the Message-ID the delivery's id at the sender's
+// domain, Auto-Submitted keeps auto-responders from answering; the body
+// is multipart/alternative, text then HTML (the part clients prefer),
+// each UTF-8 in quoted-printable lines of at most 76 characters.
+func TestMessageAsSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := setup(t, email.Config{}, mailpit.Options{})
+	a := pending()
+	a.EndUserID = "José\r\nBcc: eve@example.com"
+	w.st.set(a)
+	ds, err := w.ch.Deliveries(ctx, run, request, data)
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("deliveries %v, %v", ds, err)
+	}
+	if att, _ := w.ch.Send(ctx, ds[0]); att.Status != 250 {
+		t.Fatalf("send: %+v", att)
+	}
+	got := w.mp.WaitFor(t, 1)
+	const subject = "Approval needed: refundOrder for refunds (end user José  Bcc: eve@example.com)"
+	if len(got) != 1 || got[0].Subject != subject {
+		t.Errorf("received %+v, want one mail with the subject %q", got, subject)
+	}
+	msg := rawMessage(t, w.mp, got[0].ID)
+	raw := msg.Header.Get("Subject")
+	if dec, err := new(mime.WordDecoder).DecodeHeader(raw); err != nil || dec != subject || strings.ContainsFunc(raw, func(r rune) bool { return r > '~' }) {
+		t.Errorf("the Subject header is %q (%q, %v), want %q as encoded words in ASCII", raw, dec, err, subject)
+	}
+	for k, want := range map[string]string{
+		"Date":           "Sun, 29 Nov 2026 12:00:00 +0000",
+		"Message-ID":     "<" + ds[0].ID + "@stead.example.com>",
+		"Auto-Submitted": "auto-generated",
+		"Bcc":            "",
+	} {
+		if got := msg.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	typ, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil || typ != "multipart/alternative" {
+		t.Fatalf("Content-Type %q (%v), want multipart/alternative", msg.Header.Get("Content-Type"), err)
+	}
+	var types []string
+	parts := multipart.NewReader(msg.Body, params["boundary"])
+	for {
+		p, err := parts.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct := p.Header.Get("Content-Type")
+		types = append(types, ct)
+		if cte := p.Header.Get("Content-Transfer-Encoding"); cte != "quoted-printable" {
+			t.Errorf("the %s part is %q, want quoted-printable", ct, cte)
+		}
+		body, err := io.ReadAll(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(strings.Split(string(body), "\r\n"), func(l string) bool { return len(l) > 76 }); i >= 0 {
+			t.Errorf("line %d of the %s part is longer than 76 characters:\n%s", i+1, ct, body)
+		}
+		text, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(body)))
+		if err != nil {
+			t.Errorf("the %s part is not quoted-printable: %v", ct, err)
+		}
+		// (In the HTML a line break in a cell is a space.)
+		if ct == "text/plain; charset=utf-8" && (!bytes.Contains(text, []byte("End user:  José  Bcc: eve@example.com\r\n")) || bytes.Contains(text, []byte("\nBcc:"))) {
+			t.Errorf("the text part does not show the end user on one line:\n%s", text)
+		}
+	}
+	if want := []string{"text/plain; charset=utf-8", "text/html; charset=utf-8"}; !slices.Equal(types, want) {
+		t.Errorf("the parts are %q, want %q", types, want)
+	}
+}
+
+// scripted is an SMTP server on loopback that takes one mail and ends its
+// DATA with reply. It stands in for a real server where mailpit cannot be
+// made to answer so: a message refused after DATA, a reply of 1 KiB.
+func scripted(t *testing.T, reply string) (host string, port int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tc := textproto.NewConn(c)
+		_ = tc.PrintfLine("220 scripted ESMTP")
+		for {
+			line, err := tc.ReadLine()
+			if err != nil {
+				return
+			}
+			switch verb, _, _ := strings.Cut(strings.ToUpper(line), " "); verb {
+			case "EHLO", "HELO", "MAIL", "RCPT", "RSET", "NOOP":
+				_ = tc.PrintfLine("250 ok")
+			case "DATA":
+				_ = tc.PrintfLine("354 go on")
+				if _, err := tc.ReadDotBytes(); err != nil {
+					return
+				}
+				_ = tc.PrintfLine("%s", reply)
+			case "QUIT":
+				_ = tc.PrintfLine("221 bye")
+				return
+			default:
+				_ = tc.PrintfLine("500 unknown command")
+			}
+		}
+	}()
+	return "127.0.0.1", l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSendVerdict: the server's answer to the message itself. Refused
+// (5xx) is final, deferred (4xx) is tried again, and the attempt keeps
+// the reply, its first 1024 bytes cut between characters.
+func TestSendVerdict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	long := "250 " + strings.Repeat("x", 1019) // 1023 bytes, then a 2-byte é across the 1024th
+	for _, tc := range []struct {
+		reply, response string
+		status          int
+		final           bool
+		err             string
+	}{
+		{"554 5.6.0 message refused", "554 5.6.0 message refused", 554, true, "end of DATA: the server answered 554 5.6.0 message refused"},
+		{"452 4.3.1 out of space", "452 4.3.1 out of space", 452, false, "end of DATA: the server answered 452 4.3.1 out of space"},
+		{long + "é and more", long, 250, false, ""},
+	} {
+		host, port := scripted(t, tc.reply)
+		_, ch := channel(t, email.Config{Host: host, Port: port})
+		ds, err := ch.Deliveries(ctx, run, request, data)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("deliveries %v, %v", ds, err)
+		}
+		a, final := ch.Send(ctx, ds[0])
+		if a.Status != tc.status || final != tc.final || a.Error != tc.err || a.Response != tc.response {
+			t.Errorf("the server ends DATA with %.40q…: attempt %+v final %v; want status %d final %v error %q response %.40q…",
+				tc.reply, a, final, tc.status, tc.final, tc.err, tc.response)
 		}
 	}
 }
