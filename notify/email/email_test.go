@@ -607,6 +607,17 @@ func TestSummary(t *testing.T) {
 // rawMessage is a message as mailpit received it, before any decoding.
 func rawMessage(t *testing.T, mp *mailpit.Server, id string) *mail.Message {
 	t.Helper()
+	b := rawBytes(t, mp, id)
+	m, err := mail.ReadMessage(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the message does not parse: %v\n%s", err, b)
+	}
+	return m
+}
+
+// rawBytes returns a received message as the server received it.
+func rawBytes(t *testing.T, mp *mailpit.Server, id string) []byte {
+	t.Helper()
 	client := &http.Client{Timeout: mailpit.Wait}
 	resp, err := client.Get(mp.API + "/api/v1/message/" + url.PathEscape(id) + "/raw")
 	if err != nil {
@@ -617,11 +628,40 @@ func rawMessage(t *testing.T, mp *mailpit.Server, id string) *mail.Message {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET the raw message %s: %s, %v", id, resp.Status, err)
 	}
-	m, err := mail.ReadMessage(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the message does not parse: %v\n%s", err, b)
+	return b
+}
+
+// TestLongSubjectFolded: an end user's id may be 256 bytes of any
+// script, and its encoded words (three characters a byte) would make
+// the Subject line longer than the 998 characters a mail's line may have
+// (RFC 5322 2.1.1): it is folded between its encoded words, and reads
+// back whole.
+func TestLongSubjectFolded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := setup(t, email.Config{}, mailpit.Options{})
+	a := pending()
+	a.EndUserID = strings.Repeat("界", 85) // 255 bytes
+	w.st.set(a)
+	ds, err := w.ch.Deliveries(ctx, run, request, data)
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("deliveries %v, %v", ds, err)
 	}
-	return m
+	if att, _ := w.ch.Send(ctx, ds[0]); att.Status != 250 {
+		t.Fatalf("send: %+v", att)
+	}
+	got := w.mp.WaitFor(t, 1)
+	b := rawBytes(t, w.mp, got[0].ID)
+	for i, l := range strings.Split(string(b), "\r\n") {
+		if len(l) > 998 {
+			t.Errorf("line %d of the mail has %d characters, over 998: %.80s…", i+1, len(l), l)
+		}
+	}
+	msg := rawMessage(t, w.mp, got[0].ID)
+	want := "Approval needed: refundOrder for refunds (end user " + a.EndUserID + ")"
+	if dec, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject")); err != nil || dec != want {
+		t.Errorf("the subject reads back as %q (%v), want %q", dec, err, want)
+	}
 }
 
 // TestMessageAsSent: the mail on the wire. The end user's id (which the

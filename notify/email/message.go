@@ -203,7 +203,10 @@ func (m Message) bytes(from, deliveryID string) ([]byte, error) {
 	h := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
 	h("From", fromAddr.String())
 	h("To", m.To)
-	h("Subject", mime.QEncoding.Encode("utf-8", oneLine(m.Subject)))
+	// Folded between its encoded words: an end user's id of 256 bytes in
+	// any script, at three characters a byte, would make one line longer
+	// than the 998 characters a mail's line may have (RFC 5322 2.1.1).
+	h("Subject", strings.ReplaceAll(mime.QEncoding.Encode("utf-8", oneLine(m.Subject)), "?= =?", "?=\r\n =?"))
 	h("Date", m.Date.Format(time.RFC1123Z))
 	h("Message-ID", "<"+deliveryID+"@"+domain+">")
 	h("Auto-Submitted", "auto-generated")
