@@ -631,17 +631,14 @@ func rawBytes(t *testing.T, mp *mailpit.Server, id string) []byte {
 	return b
 }
 
-// TestLongSubjectFolded: an end user's id may be 256 bytes of any
-// script, and its encoded words (three characters a byte) would make
-// the Subject line longer than the 998 characters a mail's line may have
-// (RFC 5322 2.1.1): it is folded between its encoded words, and reads
-// back whole.
-func TestLongSubjectFolded(t *testing.T) {
-	t.Parallel()
+// sendOne sends the first mail of a pending approval for endUser and
+// returns its world, the delivery's id and what mailpit received.
+func sendOne(t *testing.T, endUser string) (*world, string, []mailpit.Summary) {
+	t.Helper()
 	ctx := context.Background()
 	w := setup(t, email.Config{}, mailpit.Options{})
 	a := pending()
-	a.EndUserID = strings.Repeat("界", 85) // 255 bytes
+	a.EndUserID = endUser
 	w.st.set(a)
 	ds, err := w.ch.Deliveries(ctx, run, request, data)
 	if err != nil || len(ds) == 0 {
@@ -650,7 +647,18 @@ func TestLongSubjectFolded(t *testing.T) {
 	if att, _ := w.ch.Send(ctx, ds[0]); att.Status != 250 {
 		t.Fatalf("send: %+v", att)
 	}
-	got := w.mp.WaitFor(t, 1)
+	return w, ds[0].ID, w.mp.WaitFor(t, 1)
+}
+
+// TestLongSubjectFolded: an end user's id may be 256 bytes of any
+// script, and its encoded words (three characters a byte) would make
+// the Subject line longer than the 998 characters a mail's line may have
+// (RFC 5322 2.1.1): it is folded between its encoded words, and reads
+// back whole.
+func TestLongSubjectFolded(t *testing.T) {
+	t.Parallel()
+	endUser := strings.Repeat("界", 85) // 255 bytes
+	w, _, got := sendOne(t, endUser)
 	b := rawBytes(t, w.mp, got[0].ID)
 	for i, l := range strings.Split(string(b), "\r\n") {
 		if len(l) > 998 {
@@ -658,7 +666,7 @@ func TestLongSubjectFolded(t *testing.T) {
 		}
 	}
 	msg := rawMessage(t, w.mp, got[0].ID)
-	want := "Approval needed: refundOrder for refunds (end user " + a.EndUserID + ")"
+	want := "Approval needed: refundOrder for refunds (end user " + endUser + ")"
 	if dec, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject")); err != nil || dec != want {
 		t.Errorf("the subject reads back as %q (%v), want %q", dec, err, want)
 	}
@@ -673,19 +681,7 @@ func TestLongSubjectFolded(t *testing.T) {
 // each UTF-8 in quoted-printable lines of at most 76 characters.
 func TestMessageAsSent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	w := setup(t, email.Config{}, mailpit.Options{})
-	a := pending()
-	a.EndUserID = "José\r\nBcc: eve@example.com"
-	w.st.set(a)
-	ds, err := w.ch.Deliveries(ctx, run, request, data)
-	if err != nil || len(ds) == 0 {
-		t.Fatalf("deliveries %v, %v", ds, err)
-	}
-	if att, _ := w.ch.Send(ctx, ds[0]); att.Status != 250 {
-		t.Fatalf("send: %+v", att)
-	}
-	got := w.mp.WaitFor(t, 1)
+	w, delivery, got := sendOne(t, "José\r\nBcc: eve@example.com")
 	const subject = "Approval needed: refundOrder for refunds (end user José  Bcc: eve@example.com)"
 	if len(got) != 1 || got[0].Subject != subject {
 		t.Errorf("received %+v, want one mail with the subject %q", got, subject)
@@ -697,7 +693,7 @@ func TestMessageAsSent(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"Date":           "Sun, 29 Nov 2026 12:00:00 +0000",
-		"Message-ID":     "<" + ds[0].ID + "@stead.example.com>",
+		"Message-ID":     "<" + delivery + "@stead.example.com>",
 		"Auto-Submitted": "auto-generated",
 		"Bcc":            "",
 	} {

@@ -255,22 +255,30 @@ func TestEndedRevocationsAreDeleted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range []string{"revocations", "idx-revoked-until"} {
+		if n := keyCount(t, path, name); n != 1 {
+			t.Errorf("bucket %s has %d keys, want 1 (the record in force)", name, n)
+		}
+	}
+}
+
+// keyCount counts the keys of a bucket of the (closed) file at path.
+func keyCount(t *testing.T, path, bucket string) int {
+	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	var n int
 	err = db.View(func(tx *bolt.Tx) error {
-		for _, name := range []string{"revocations", "idx-revoked-until"} {
-			if n := tx.Bucket([]byte(name)).Stats().KeyN; n != 1 {
-				t.Errorf("bucket %s has %d keys, want 1 (the record in force)", name, n)
-			}
-		}
+		n = tx.Bucket([]byte(bucket)).Stats().KeyN
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n
 }
 
 // A revocation record whose last revocation ends at the instant of a write
@@ -299,21 +307,10 @@ func TestRevocationsEndingNowAreDeleted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
-		for _, name := range []string{"revocations", "idx-revoked-until"} {
-			if n := tx.Bucket([]byte(name)).Stats().KeyN; n != 0 {
-				t.Errorf("bucket %s has %d keys, want none (no revocation is in force)", name, n)
-			}
+	for _, name := range []string{"revocations", "idx-revoked-until"} {
+		if n := keyCount(t, path, name); n != 0 {
+			t.Errorf("bucket %s has %d keys, want none (no revocation is in force)", name, n)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
