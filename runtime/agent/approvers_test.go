@@ -1,8 +1,10 @@
 package agent_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,6 +98,49 @@ func TestApproversProblems(t *testing.T) {
 	}
 }
 
+// TestApproversWithoutGroups: requirements the schema refuses for a missing
+// group are not also called the same group twice.
+func TestApproversWithoutGroups(t *testing.T) {
+	t.Parallel()
+	ps := problems(t, `{"agents": {"a": {"tools": {"w": {"effect": "write",
+	  "approvals": {"approvers": {"all": [{"min": 2}, {"min": 3}]}}}}, "steps": [{"id": "s", "tool": "w"}]}}}`)
+	if len(ps) != 1 || ps[0].Pointer != "/agents/a/tools/w/approvals/approvers" {
+		t.Errorf("problems = %v, want the one the schema gives at /agents/a/tools/w/approvals/approvers", ps)
+	}
+}
+
+// TestCheckGroups: each group the config names that the project lacks is
+// refused where it is named — a tool's approvers, a policy rule's, an
+// escalation's — and the groups it has are not.
+func TestCheckGroups(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"agents": {"a": {
+	  "approvals": {"escalateAfter": "1h", "escalateTo": {"group": "leads"}},
+	  "tools": {"w": {"effect": "write", "approvals": {"approvers": {"group": "finance"}}}},
+	  "policy": [{"tool": "w", "decision": "ask", "approvers": {"group": "legal"}}],
+	  "steps": [{"id": "s", "tool": "w"}]}}}`)
+	have := map[string]bool{"finance": true}
+	err := c.CheckGroups(func(name string) (bool, error) { return have[name], nil })
+	var ce *agent.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("CheckGroups = %v, want a *agent.ConfigError", err)
+	}
+	var got []string
+	for _, p := range ce.Problems {
+		got = append(got, p.Pointer)
+		if !strings.Contains(p.Message, "does not exist in this project") {
+			t.Errorf("%s: message %q does not say the group does not exist", p.Pointer, p.Message)
+		}
+	}
+	want := []string{"/agents/a/approvals/escalateTo/group", "/agents/a/policy/0/approvers/group"}
+	if !slices.Equal(got, want) {
+		t.Errorf("refused at %v, want %v", got, want)
+	}
+	if err := c.CheckGroups(func(string) (bool, error) { return true, nil }); err != nil {
+		t.Errorf("CheckGroups with every group present = %v", err)
+	}
+}
+
 // remember.max: the tool's, else its agent's; never where approvers are
 // set (a warning says so).
 func TestRemember(t *testing.T) {
@@ -136,6 +181,9 @@ func TestPostureDigest(t *testing.T) {
 	if digest("x", "", `{"tool": "w", "decision": "deny", "when": {"required": ["x"]}}`) == d0 {
 		t.Errorf("a policy change kept the digest")
 	}
+	if d := mustParse(t, fmt.Sprintf(base, "x", "", "")).Agents["a"].PostureDigest("undeclared"); d != "" {
+		t.Errorf("PostureDigest of a tool the agent does not declare = %q, want \"\"", d)
+	}
 }
 
 // remind, escalateAfter/escalateTo and expiringAt: each the tool's, else
@@ -148,7 +196,9 @@ func TestNotices(t *testing.T) {
 	  "tools": {
 	    "refund": {"effect": "write", "requiresApproval": true, "approvals": {"remind": ["10m"], "expiringAt": 0.5}},
 	    "note": {"effect": "write", "requiresApproval": true},
-	    "quiet": {"effect": "write", "requiresApproval": true, "approvals": {"remind": [], "expiringAt": 0}}
+	    "quiet": {"effect": "write", "requiresApproval": true, "approvals": {"remind": [], "expiringAt": 0}},
+	    "close": {"effect": "write", "requiresApproval": true, "approvals": {"escalateAfter": "20m", "escalateTo": {"group": "legal"}}},
+	    "third": {"effect": "write", "requiresApproval": true, "approvals": {"remind": [], "expiringAt": 0.33333}}
 	  },
 	  "steps": [{"id": "s", "tool": "refund"}]
 	}}}`)
@@ -163,6 +213,8 @@ func TestNotices(t *testing.T) {
 		"refund": "reminder@10m0s escalated@1h0m0sfinance-leads expiring@1h0m0s",
 		"note":   "reminder@30m0s reminder@1h30m0s escalated@1h0m0sfinance-leads expiring@1h36m0s",
 		"quiet":  "escalated@1h0m0sfinance-leads",
+		"close":  "reminder@30m0s reminder@1h30m0s escalated@20m0slegal expiring@1h36m0s",
+		"third":  "escalated@1h0m0sfinance-leads expiring@40m0s",
 	} {
 		if g := got(tool); g != want {
 			t.Errorf("%s: %s, want %s", tool, g, want)
@@ -171,5 +223,9 @@ func TestNotices(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(problems(t, `{"agents": {"a": {"approvals": {"escalateAfter": "1h"},
 	  "tools": {"w": {"effect": "write"}}, "steps": [{"id": "s", "tool": "w"}]}}}`)), "needs escalateTo") {
 		t.Error("escalateAfter without escalateTo was accepted")
+	}
+	if !strings.Contains(fmt.Sprint(problems(t, `{"agents": {"a": {"approvals": {"escalateTo": {"group": "finance-leads"}},
+	  "tools": {"w": {"effect": "write"}}, "steps": [{"id": "s", "tool": "w"}]}}}`)), "needs escalateAfter") {
+		t.Error("escalateTo without escalateAfter was accepted")
 	}
 }

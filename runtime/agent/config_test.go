@@ -293,10 +293,11 @@ func TestParseProblems(t *testing.T) {
 		},
 		{
 			name: "tool names",
-			src:  wrap(`"tools": {"refund-order": {"effect": "write"}, "class": {"effect": "read"}, "1st": {"effect": "read"}, "$ok_ñ1": {"effect": "read"}}, "steps": [{"id": "a", "tool": "$ok_ñ1"}]`),
+			src:  wrap(`"tools": {"refund-order": {"effect": "write"}, "class": {"effect": "read"}, "eval": {"effect": "read"}, "1st": {"effect": "read"}, "$ok_ñ1": {"effect": "read"}, "Ⅻ\u200cx": {"effect": "read"}}, "steps": [{"id": "a", "tool": "$ok_ñ1"}]`),
 			want: []string{
 				`/agents/refunds/tools/refund-order: tool name "refund-order" contains "-"; it must be a JavaScript identifier (letters, digits, "_" and "$", not starting with a digit) because it names an exported function`,
 				`/agents/refunds/tools/class: tool name "class" is a reserved word in JavaScript, so no exported function can have it`,
+				`/agents/refunds/tools/eval: tool name "eval" is a reserved word in JavaScript, so no exported function can have it`,
 				`/agents/refunds/tools/1st: tool name "1st" starts with "1"; it must be a JavaScript identifier (letters, digits, "_" and "$", not starting with a digit) because it names an exported function`,
 			},
 		},
@@ -466,6 +467,15 @@ func TestConfigErrorFormat(t *testing.T) {
 	var ce *agent.ConfigError
 	if errors.As(err, &ce); ce.Code() != "invalid-config" {
 		t.Errorf("Code = %q", ce.Code())
+	}
+
+	// Problems at one place in the file: the outer pointer first.
+	_, err = agent.Parse([]byte(`{"models": {"bad name": {"provider": "openai", "model": "m"}},
+		"agents": {"a": {"tools": {"t": {"effect": "read"}}, "steps": [{"id": "s", "tool": "t"}]}}}`))
+	want = "/models/bad name: invalid name \"bad name\": must start with a letter and use only letters, digits, \"_\" and \"-\" (at most 64 characters)\n" +
+		"/models/bad name/baseUrl: is required"
+	if err == nil || err.Error() != want {
+		t.Errorf("Error() =\n%v\nwant\n%s", err, want)
 	}
 }
 

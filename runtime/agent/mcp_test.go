@@ -77,7 +77,7 @@ func TestMCPToolsProblems(t *testing.T) {
 			src: `{"mcpServers": {
 			  "a": {"url": "ftp://x.example/mcp"},
 			  "b": {"url": "https://user:pw@x.example/mcp"},
-			  "c": {"url": "https://x.example/mcp", "headersFromEnv": {"Authorization": "AWS_SECRET_ACCESS_KEY", "X-Key": "stead_owner", "Bad Header": "K", "Mcp-Session-Id": "K", "X-Ok": "1X"}},
+			  "c": {"url": "https://x.example/mcp", "headersFromEnv": {"Authorization": "AWS_SECRET_ACCESS_KEY", "X-Key": "stead_owner", "Bad Header": "K", "Mcp-Session-Id": "K", "X-Ok": "1X", "X-TRACE": "TRACE", "X-Trace": "TRACE", "X-Api-Key2": "KEY2", "": "K"}},
 			  "d": {"headersFromEnv": {}},
 			  "e": {"url": "https://x.example/mcp", "token": "t"}
 			}, "agents": {"x": {"steps": [{"id": "s", "tool": "t"}], "tools": {"t": {"effect": "read"}}}}}`,
@@ -89,6 +89,8 @@ func TestMCPToolsProblems(t *testing.T) {
 				"/mcpServers/c/headersFromEnv/Bad Header: \"Bad Header\" is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)",
 				`/mcpServers/c/headersFromEnv/Mcp-Session-Id: "Mcp-Session-Id" is a header the MCP transport sets itself; it cannot be configured`,
 				`/mcpServers/c/headersFromEnv/X-Ok: must match the pattern /^[A-Za-z_][A-Za-z0-9_]*$/`,
+				`/mcpServers/c/headersFromEnv/: "" is not an HTTP header name (letters, digits and !#$%&'*+-.^_` + "`" + `|~)`,
+				`/mcpServers/c/headersFromEnv/X-Trace: header "X-Trace" is already set by "X-TRACE" (header names are case-insensitive)`,
 				`/mcpServers/d/url: is required`,
 				`/mcpServers/e/token: unknown key "token" (allowed here: headersFromEnv, url)`,
 			},
@@ -100,11 +102,13 @@ func TestMCPToolsProblems(t *testing.T) {
 			  "tools": {
 			    "t": {"mcp": "trackr", "effect": "read"},
 			    "u": {"name": "create_issue", "effect": "write"},
-			    "get-sum": {"mcp": "tracker", "effect": "read"}
+			    "get-sum": {"mcp": "tracker", "effect": "read"},
+			    "v": {"mcp": "", "effect": "read"}
 			  }}}}`,
 			want: []string{
 				`/agents/x/tools/t/mcp: MCP server "trackr" is not declared in /mcpServers (declared: tracker)`,
 				`/agents/x/tools/u/name: "name" is the name of an MCP-backed tool on its server; it needs "mcp", the server that runs it`,
+				`/agents/x/tools/v/mcp: must start with a letter and use only letters, digits, "_" and "-" (at most 64 characters)`,
 				`/agents/x/tools/get-sum: tool name "get-sum" contains "-"; it must be a JavaScript identifier (letters, digits, "_" and "$", not starting with a digit) as every tool name is; the remote tool's own name goes in "name"`,
 			},
 		},

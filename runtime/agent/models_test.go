@@ -87,6 +87,9 @@ func TestParseModelsAndStepKinds(t *testing.T) {
 		!slices.Equal(l.Tools, []string{"listOrders", "refundOrder"}) {
 		t.Fatalf("loop = %+v", l)
 	}
+	if m := a.Steps[2].Model; m != "default" {
+		t.Errorf("agent step's Model = %q, want its loop's model %q", m, "default")
+	}
 	if p, _ := l.Prompt.Resolve(sc); p != "Topic: refunds" {
 		t.Errorf("loop prompt = %q", p)
 	}
@@ -99,6 +102,26 @@ func TestParseModelsAndStepKinds(t *testing.T) {
 	l = c.Agents["a"].Steps[0].Loop
 	if l.MaxTurns != agent.DefaultMaxTurns || l.OnDecline != agent.DeclineFail || l.Prompt != nil || l.Instructions != nil || len(l.Tools) != 0 {
 		t.Errorf("minimal loop = %+v", l)
+	}
+}
+
+// TestAgentStepBounds: maxTurns may be 100, and a tool name of 64
+// characters may be offered to a model, one of 65 not.
+func TestAgentStepBounds(t *testing.T) {
+	t.Parallel()
+	long64, long65 := strings.Repeat("t", 64), strings.Repeat("u", 65)
+	c := mustParse(t, `{"models": {"m": {"provider": "openai", "baseUrl": "http://127.0.0.1:1/v1", "model": "x"}},
+	  "agents": {"x": {"tools": {"`+long64+`": {"effect": "read"}},
+	    "steps": [{"id": "a", "agent": {"model": "m", "tools": ["`+long64+`"], "maxTurns": 100}}]}}}`)
+	if l := c.Agents["x"].Steps[0].Loop; l.MaxTurns != 100 || !slices.Equal(l.Tools, []string{long64}) {
+		t.Errorf("Loop = %+v, want maxTurns 100 and the 64-character tool", l)
+	}
+	ps := problems(t, `{"models": {"m": {"provider": "openai", "baseUrl": "http://127.0.0.1:1/v1", "model": "x"}},
+	  "agents": {"x": {"tools": {"`+long65+`": {"effect": "read"}},
+	    "steps": [{"id": "a", "agent": {"model": "m", "tools": ["`+long65+`"]}}]}}}`)
+	want := `/agents/x/steps/0/agent/tools/0: tool "` + long65 + `" cannot be offered to a model: model providers accept tool names of letters, digits, "_" and "-" only (at most 64 characters)`
+	if len(ps) != 1 || ps[0].String() != want {
+		t.Errorf("problems = %v\n want %s", ps, want)
 	}
 }
 
@@ -145,9 +168,10 @@ func TestParseModelProblems(t *testing.T) {
 			      {"id": "b", "model": "m"},
 			      {"id": "c", "model": "m", "prompt": "p", "input": {}, "output": "json"},
 			      {"id": "d", "tool": "t", "model": "m"},
-			      {"id": "e", "agent": {"model": "nope", "tools": ["t", "u", "t$"], "maxTurns": 0, "onDecline": "ask", "instructions": "{{ $foo }}"}, "prompt": "x"},
+			      {"id": "e", "agent": {"model": "nope", "tools": ["t", "u", "t$"], "maxTurns": 0, "onDecline": "ask", "instructions": "{{ $foo }}"}, "prompt": "x", "system": "y"},
 			      {"id": "f", "agent": {"tools": ["t"]}},
-			      {"id": "g", "tool": "t", "output": "text"}
+			      {"id": "g", "tool": "t", "output": "text"},
+			      {"id": "h", "system": "s", "prompt": "p"}
 			    ]}}}`,
 			want: []string{
 				`/agents/x/steps/0/model: model "gpt" is not declared in /models (declared: m)`,
@@ -163,8 +187,10 @@ func TestParseModelProblems(t *testing.T) {
 				`/agents/x/steps/4/agent/maxTurns: must be at least 1`,
 				`/agents/x/steps/4/agent/onDecline: must be one of "fail", "tell-model"`,
 				`/agents/x/steps/4/prompt: "prompt" belongs to model steps; this is an agent step (it has "agent"); an agent step's prompt and instructions go inside "agent"`,
+				`/agents/x/steps/4/system: "system" belongs to model steps; this is an agent step (it has "agent"); an agent step's prompt and instructions go inside "agent"`,
 				`/agents/x/steps/5/agent/model: is required`,
 				`/agents/x/steps/6/output: "output" belongs to model steps; this is a tool step (it has "tool")`,
+				`/agents/x/steps/7/model: is required`,
 			},
 		},
 		{
@@ -172,11 +198,15 @@ func TestParseModelProblems(t *testing.T) {
 			src: `{"models": {
 			  "a": {"provider": "openai", "baseUrl": "https://evil.example/v1", "model": "m", "apiKeyEnv": "AWS_SECRET_ACCESS_KEY"},
 			  "b": {"provider": "openai", "baseUrl": "https://x.example/v1", "model": "m", "apiKeyEnv": "stead_owner_key"},
-			  "c": {"provider": "openai", "baseUrl": "https://x.example/v1", "model": "m", "apiKeyEnv": "OPENAI_API_KEY"}
+			  "c": {"provider": "openai", "baseUrl": "https://x.example/v1", "model": "m", "apiKeyEnv": "OPENAI_API_KEY"},
+			  "d": {"provider": "openai", "baseUrl": "https://x.example/v1", "model": "m", "apiKeyEnv": "LAMBDA_RUNTIME_API"},
+			  "e": {"provider": "openai", "baseUrl": "https://x.example/v1", "model": "m", "apiKeyEnv": "_HANDLER"}
 			}, "agents": {"x": {"steps": [{"id": "s", "tool": "t"}], "tools": {"t": {"effect": "read"}}}}}`,
 			want: []string{
 				`/models/a/apiKeyEnv: "AWS_SECRET_ACCESS_KEY" is a variable the platform or Stead sets (AWS_…, LAMBDA_…, STEAD_…, _…), never a model key: a config could send the server's own credentials to its baseUrl; put the key in a variable of your own, e.g. OPENAI_API_KEY`,
 				`/models/b/apiKeyEnv: "stead_owner_key" is a variable the platform or Stead sets (AWS_…, LAMBDA_…, STEAD_…, _…), never a model key: a config could send the server's own credentials to its baseUrl; put the key in a variable of your own, e.g. OPENAI_API_KEY`,
+				`/models/d/apiKeyEnv: "LAMBDA_RUNTIME_API" is a variable the platform or Stead sets (AWS_…, LAMBDA_…, STEAD_…, _…), never a model key: a config could send the server's own credentials to its baseUrl; put the key in a variable of your own, e.g. OPENAI_API_KEY`,
+				`/models/e/apiKeyEnv: "_HANDLER" is a variable the platform or Stead sets (AWS_…, LAMBDA_…, STEAD_…, _…), never a model key: a config could send the server's own credentials to its baseUrl; put the key in a variable of your own, e.g. OPENAI_API_KEY`,
 			},
 		},
 		{

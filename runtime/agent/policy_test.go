@@ -26,7 +26,7 @@ const policyConfig = `{"agents": {
 		"steps": [{"id": "s", "tool": "listOrders"}]
 	},
 	"plain": {
-		"tools": {"listOrders": {"effect": "read"}, "updateNote": {"effect": "write"}},
+		"tools": {"listOrders": {"effect": "read"}, "updateNote": {"effect": "write"}, "postReply": {"effect": "write", "source": "external"}},
 		"steps": [{"id": "s", "tool": "listOrders"}]
 	}
 }}`
@@ -70,6 +70,10 @@ func TestEvaluate(t *testing.T) {
 			agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: updateNote has effect write and needs no approval"}},
 		{"no rules: write asks when untrusted", "plain", "updateNote", `{}`, true,
 			agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and updateNote has effect write", Untrusted: true}},
+		{"no rules: external write allowed when trusted", "plain", "postReply", `{}`, false,
+			agent.Verdict{Outcome: agent.Allow, Rule: -1, Reason: "allowed: postReply has effect write and needs no approval"}},
+		{"no rules: external write asks when untrusted", "plain", "postReply", `{}`, true,
+			agent.Verdict{Outcome: agent.Ask, Rule: -1, Reason: "run is untrusted and postReply has effect write", Untrusted: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,6 +139,47 @@ func TestEvaluateFailsClosed(t *testing.T) {
 		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"]
 	if got := allowOnly.Evaluate("w", notJSON, false); got.Rule != -1 {
 		t.Errorf("allow rule matched unjudgeable input: %+v", got)
+	}
+
+	// A $ref loop cannot judge any input either: the write is denied, not
+	// let through, and the allow rule gives no reason.
+	loop := `{"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}`
+	looped := mustParse(t, `{"agents": {"a": {"tools": {"w": {"effect": "write"}, "v": {"effect": "write"}},
+		"policy": [{"tool": "w", "decision": "deny", "when": `+loop+`},
+		           {"tool": "v", "decision": "allow", "when": `+loop+`}],
+		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"]
+	if got := looped.Evaluate("w", decode(t, `{"amount": 1}`), false); got.Outcome != agent.Deny || got.Rule != 0 {
+		t.Errorf("deny rule whose when is a $ref loop: %+v, want deny by rule 0", got)
+	}
+	if got := looped.Evaluate("v", decode(t, `{"amount": 1}`), false); got.Rule != -1 {
+		t.Errorf("allow rule whose when is a $ref loop matched: %+v", got)
+	}
+}
+
+// TestEvaluateFirstRuleDecides: among matching rules of one decision the
+// lowest index decides, and it is the one the verdict names.
+func TestEvaluateFirstRuleDecides(t *testing.T) {
+	t.Parallel()
+	a := mustParse(t, `{"agents": {"a": {"tools": {"d": {"effect": "write"}, "q": {"effect": "write"}, "l": {"effect": "read"}},
+		"policy": [
+			{"tool": "d", "decision": "deny", "reason": "first deny"},
+			{"tool": "d", "decision": "deny", "reason": "second deny", "when": {"required": ["x"]}},
+			{"tool": "q", "decision": "ask", "reason": "first ask"},
+			{"tool": "q", "decision": "ask", "reason": "second ask"},
+			{"tool": "l", "decision": "allow", "reason": "first allow"},
+			{"tool": "*", "decision": "allow", "reason": "second allow"}],
+		"steps": [{"id": "s", "tool": "d"}]}}}`).Agents["a"]
+	for _, tc := range []struct {
+		tool string
+		want agent.Verdict
+	}{
+		{"d", agent.Verdict{Outcome: agent.Deny, Rule: 0, Reason: "denied by policy rule 0: first deny"}},
+		{"q", agent.Verdict{Outcome: agent.Ask, Rule: 2, Reason: "approval required by policy rule 2: first ask"}},
+		{"l", agent.Verdict{Outcome: agent.Allow, Rule: 4, Reason: "allowed by policy rule 4: first allow"}},
+	} {
+		if got := a.Evaluate(tc.tool, decode(t, `{"x": 1}`), false); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Evaluate(%s) =\n %+v\nwant\n %+v", tc.tool, got, tc.want)
+		}
 	}
 }
 

@@ -117,6 +117,34 @@ func TestValidateInputProblems(t *testing.T) {
 	}
 }
 
+// TestValidateInputProblemOnce: two parts of a schema that refuse a value
+// for the same reason give one problem, not the same line twice.
+func TestValidateInputProblemOnce(t *testing.T) {
+	t.Parallel()
+	tool, _ := mustParse(t, `{"agents": {"a": {"tools": {"w": {"effect": "write", "input": {"allOf": [
+		{"properties": {"amount": {"maximum": 5}}},
+		{"properties": {"amount": {"maximum": 5}}}]}}},
+		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"].Tool("w")
+	err := tool.ValidateInput(decode(t, `{"amount": 9}`))
+	if want := `Invalid arguments for "w": amount: must be at most 5`; err == nil || err.Error() != want {
+		t.Errorf("error = %v\n want %s", err, want)
+	}
+}
+
+// TestValidateInputProblemOrder: problems read in the order of the value,
+// the outer one first and items by their index (2 before 10).
+func TestValidateInputProblemOrder(t *testing.T) {
+	t.Parallel()
+	tool, _ := mustParse(t, `{"agents": {"a": {"tools": {"w": {"effect": "write",
+		"input": {"type": "array", "maxItems": 11, "items": {"type": "string"}}}},
+		"steps": [{"id": "s", "tool": "w"}]}}}`).Agents["a"].Tool("w")
+	err := tool.ValidateInput(decode(t, `["a", "b", 2, "d", "e", "f", "g", "h", "i", "j", 10, "l"]`))
+	want := "Invalid arguments for \"w\": must have at most 11 items\n[2]: must be a string\n[10]: must be a string"
+	if err == nil || err.Error() != want {
+		t.Errorf("error =\n%v\nwant\n%s", err, want)
+	}
+}
+
 func TestValidateInputAccepts(t *testing.T) {
 	t.Parallel()
 	a := refundsAgent(t)

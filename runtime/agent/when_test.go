@@ -2,6 +2,9 @@ package agent_test
 
 import (
 	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,6 +44,38 @@ func TestCompileWhen(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("CompileWhen(%s): error %v, want one saying %q", c.schema, err, c.want)
 		}
+	}
+}
+
+// TestCompileWhenDraft2020: a remembered decision's schema is read as draft
+// 2020-12, so its 2020 keywords constrain: under draft 7, prefixItems would
+// be an unknown keyword and the decision would cover every call.
+func TestCompileWhenDraft2020(t *testing.T) {
+	t.Parallel()
+	w, err := agent.CompileWhen(json.RawMessage(`{"properties": {"amounts": {"prefixItems": [{"maximum": 50}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Allows(decode(t, `{"amounts": [500]}`)) {
+		t.Error("a when schema with prefixItems [{maximum 50}] allowed amounts [500]")
+	}
+	if !w.Allows(decode(t, `{"amounts": [5]}`)) {
+		t.Error("a when schema with prefixItems [{maximum 50}] refused amounts [5]")
+	}
+}
+
+// TestCompileWhenLoadsNoFile: a $ref to a file of the server is refused,
+// even when the file exists and holds a schema.
+func TestCompileWhenLoadsNoFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(path, []byte(`{"type": "object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
+	_, err := agent.CompileWhen(json.RawMessage(`{"$ref": "` + ref + `"}`))
+	if err == nil || !strings.Contains(err.Error(), "which Stead does not load") {
+		t.Errorf("CompileWhen($ref %s): error %v, want one saying Stead does not load it", ref, err)
 	}
 }
 
