@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,5 +234,72 @@ func TestHeldStepsRecordedBeforeTheDeadline(t *testing.T) {
 	}
 	if got, want := log.recorded(), [][]string{{"a"}, {"b"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("steps per commit = %v, want %v", got, want)
+	}
+}
+
+// bigReads is three reads of outputs over half the inline limit each, and
+// a write.
+const bigReads = `{
+  "agents": {
+    "bigReads": {
+      "tools": { "bigResult": { "effect": "read" }, "addNote": { "effect": "write" } },
+      "steps": [
+        { "id": "a", "tool": "bigResult", "input": { "size": 550 } },
+        { "id": "b", "tool": "bigResult", "input": { "size": 550 } },
+        { "id": "c", "tool": "bigResult", "input": { "size": 550 } },
+        { "id": "d", "tool": "addNote", "input": { "text": "read" } }
+      ]
+    }
+  }
+}`
+
+// The read steps held for one commit keep their outputs, together, within
+// what one step may keep: with outputs of 570 bytes and a limit of 1000, a
+// is held, b's commit records both, and c goes on its own before the write.
+func TestHeldOutputsStayWithinTheInlineLimit(t *testing.T) {
+	t.Parallel()
+	log := &commitLog{}
+	h := setup(t, func(o *options) {
+		o.maxOutputInline = 1000
+		o.wrap = func(s store.Store) store.Store { log.Store = s; return log }
+	})
+	h.deploy(h.owner, handlers, bigReads)
+	r := h.start("bigReads", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if got, want := log.recorded(), [][]string{{"a", "b"}, {"c"}, {"d"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("steps per commit = %v, want %v", got, want)
+	}
+}
+
+// readThenModel is a read step followed by a model step.
+const readThenModel = `{
+  "models": { "default": { "provider": "openai", "baseUrl": "%URL%", "model": "m", "apiKeyEnv": "TEST_LLM_KEY" } },
+  "agents": {
+    "readThenAsk": {
+      "tools": { "listOrders": { "effect": "read" } },
+      "steps": [
+        { "id": "orders", "tool": "listOrders", "input": { "user": "$run.endUserId" } },
+        { "id": "summary", "model": "default", "prompt": "Summarize the orders of {{ $steps.orders.output.user }}" }
+      ]
+    }
+  }
+}`
+
+// Only a read followed by a tool step is held: a read before a model step
+// is recorded before the model is asked, so a crash while the model step
+// is recorded asks the model again but does not run the read again.
+func TestReadBeforeAModelStepIsNotHeld(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{step: "summary", crashes: 1}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	h.deploy(h.owner, handlers, strings.ReplaceAll(readThenModel, "%URL%", l.url()))
+	l.then(answer("one order", 1, 1), answer("one order", 1, 1))
+	stuck := h.startAndCrash("readThenAsk")
+	h.recoverAfterLease(stuck)
+	l.done()
+	r := h.run(stuck.ID)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if c := h.calls(r.ID, "orders"); len(c) != 1 {
+		t.Errorf("the read before the model step ran %d times, want once: it was recorded before the model was asked", len(c))
 	}
 }

@@ -401,3 +401,131 @@ func TestCancelGivesUpOnARunThatKeepsChanging(t *testing.T) {
 		t.Fatalf("cancel: %v after %d commits, want a conflict after 5", err, bs.commits)
 	}
 }
+
+// redispatchUntil executes the run's dispatches, as workers that die at
+// the crashing store's writes would, and after each round moves past their
+// leases and sweeps, until done holds for the run (at most ten rounds).
+func (h *harness) redispatchUntil(runID string, done func(store.Run) bool) store.Run {
+	h.t.Helper()
+	for range 10 {
+		for _, id := range h.queue.take() {
+			if err := h.eng.Execute(h.ctx, id); err != nil && !errors.Is(err, errCrash) {
+				h.t.Fatal(err)
+			}
+		}
+		if r := h.run(runID); done(r) {
+			return r
+		}
+		h.clock.Advance(time.Hour) // past any lease
+		if _, err := h.eng.Sweep(h.ctx); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	r := h.run(runID)
+	h.t.Fatalf("run %s is still %s after ten rounds of dispatches; trace %v", runID, r.Status, h.eventTypes(runID))
+	return r
+}
+
+// SandboxRetries above the default gives a step whose worker keeps dying
+// as many claims as a crashing sandbox gets tries: 1 + SandboxRetries.
+func TestStepAttemptsFollowSandboxRetries(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{step: "two", crashes: 100}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	h.cfg.SandboxRetries = 4
+	h.restart()
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = h.redispatchUntil(r.ID, func(r store.Run) bool { return r.Status.Terminal() })
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if !strings.Contains(r.Error.Message, "did not complete in 5 attempts") {
+		t.Errorf("error = %+v, want 5 attempts", r.Error)
+	}
+	if c := h.calls(r.ID, "two"); len(c) != 5 {
+		t.Errorf("step two ran %d times, want 5 (1 + SandboxRetries)", len(c))
+	}
+}
+
+// A step's attempts are its own: a crash while an earlier step was being
+// recorded does not use up the attempts of the step after it, which still
+// gets MaxAttempts claims of its own.
+func TestEachStepGetsItsOwnAttempts(t *testing.T) {
+	t.Parallel()
+	crashedOne := false
+	cs := &crashingStore{crashes: 100, match: func(c store.RunCommit) bool {
+		if recordsStep(c, "one") && !crashedOne {
+			crashedOne = true
+			return true
+		}
+		return recordsStep(c, "two")
+	}}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = h.redispatchUntil(r.ID, func(r store.Run) bool { return r.Status.Terminal() })
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if r.Error.Step != "two" {
+		t.Errorf("error = %+v, want step two's", r.Error)
+	}
+	if c := h.calls(r.ID, "one"); len(c) != 2 {
+		t.Errorf("step one ran %d times, want 2 (once more after the crash that lost its record)", len(c))
+	}
+	if c := h.calls(r.ID, "two"); len(c) != engine.MaxAttempts {
+		t.Errorf("step two ran %d times, want %d: the crash at step one used up its attempts", len(c), engine.MaxAttempts)
+	}
+}
+
+// An approval pause does not count as an attempt: a step that paused on its
+// last attempt (its worker died twice writing the pause) runs once approved
+// instead of failing for having used up its attempts.
+func TestPauseResetsTheAttempts(t *testing.T) {
+	t.Parallel()
+	cs := &crashingStore{crashes: engine.MaxAttempts - 1, match: func(c store.RunCommit) bool { return c.Approval != nil }}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cs.Store = s; return cs } })
+	// The first step, note, asks: "sensitive" notes need a look.
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "rules", Input: json.RawMessage(`{"text":"sensitive","amount":5}`), EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.redispatchUntil(r.ID, func(r store.Run) bool { return r.Status == store.RunAwaitingApproval })
+	a := h.pending(r.ID)
+	if a.Tool != "addNote" {
+		t.Fatalf("paused on %s, want addNote", a.Tool)
+	}
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.calls(r.ID, "note"); len(c) != 1 {
+		t.Errorf("the approved note ran %d times, want once", len(c))
+	}
+	// On to the next gated step, which asks in turn.
+	if next := h.pending(r.ID); next.Tool != "refundOrder" {
+		t.Errorf("the run waits for %s, want refundOrder", next.Tool)
+	}
+}
+
+// A dispatch of a run that is not claimable changes nothing, even when
+// its deployment can no longer be loaded: a run awaiting approval stays
+// awaiting it.
+func TestUnclaimableRunIsLeftAloneByABrokenDeployment(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	empty, err := fsblob.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Blobs = empty
+	h.restart() // a new process, whose blob store lacks the bundle
+	if err := h.eng.Execute(h.ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.run(r.ID); got.Status != store.RunAwaitingApproval || got.ApprovalID != a.ID || got.Error != nil {
+		t.Errorf("after a duplicate dispatch the run is %s (%+v), want it still awaiting approval %s", got.Status, got.Error, a.ID)
+	}
+}

@@ -93,6 +93,9 @@ func TestApprovePath(t *testing.T) {
 	}
 	r = h.run(r.ID)
 	wantStatus(t, r, store.RunSucceeded, "")
+	if r.ApprovalID != "" {
+		t.Errorf("the run still names approval %s after the step it gated completed", r.ApprovalID)
+	}
 	if string(r.Output) != `{"refunded":12,"orderId":"o-1"}` {
 		t.Errorf("output = %s", r.Output)
 	}
@@ -694,5 +697,56 @@ func TestSweepKeepsGoingWhenDispatchFails(t *testing.T) {
 	res, err := h.eng.Sweep(h.ctx)
 	if err == nil || !strings.Contains(err.Error(), "queue is full") || d.n != 3 || res.Redispatched != 0 {
 		t.Fatalf("sweep: %+v, %v; %d dispatches tried, want 3", res, err, d.n)
+	}
+}
+
+// strictOutput declares listOrders' output as a list of orders, which its
+// handler does not return (it returns an object), before a write.
+const strictOutput = `{
+  "agents": {
+    "strict": {
+      "tools": {
+        "listOrders": { "effect": "read", "output": { "type": "array" } },
+        "addNote": { "effect": "write" }
+      },
+      "steps": [
+        { "id": "orders", "tool": "listOrders", "input": {} },
+        { "id": "note", "tool": "addNote", "input": { "text": "listed" } }
+      ]
+    }
+  }
+}`
+
+// A handler's output that its tool's output schema refuses fails the run
+// invalid-output at that step; nothing after it runs.
+func TestOutputSchemaRefusalFailsTheRun(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.deploy(h.owner, handlers, strictOutput)
+	r := h.start("strict", `{}`)
+	wantStatus(t, r, store.RunFailed, engine.CodeInvalidOutput)
+	if r.Error.Step != "orders" {
+		t.Errorf("error = %+v, want step orders'", r.Error)
+	}
+	if c := h.calls(r.ID, "note"); len(c) != 0 {
+		t.Errorf("the step after the refused output ran: %+v", c)
+	}
+}
+
+// A run a decision queued is dispatched by the decision; the sweeper leaves
+// it alone for DispatchGrace instead of dispatching it a second time.
+func TestSweepLeavesADecidedRunToItsDispatch(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	if _, err := h.eng.Decide(h.ctx, h.owner, engine.DecideParams{ApprovalID: a.ID, Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.queue.take(); len(got) != 1 || got[0] != r.ID {
+		t.Fatalf("the decision dispatched %v, want %s", got, r.ID)
+	}
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Redispatched != 0 {
+		t.Errorf("sweep right after the decision = %+v, %v; want nothing redispatched", res, err)
 	}
 }

@@ -441,3 +441,279 @@ func TestApprovedInputADenyRuleMatchesNeverRuns(t *testing.T) {
 		t.Errorf("refund ran with an input a deny rule matches: %+v", c)
 	}
 }
+
+// staleApprovals is a store whose approvals read as still pending, as a
+// read that lags behind the decision would (an eventually consistent
+// index, a replica).
+type staleApprovals struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (s *staleApprovals) GetApproval(ctx context.Context, id string) (approvals.Approval, error) {
+	a, err := s.Store.GetApproval(ctx, id)
+	if err == nil && a.Status == approvals.Approved {
+		a.Status, a.DecidedBy, a.DecidedAt = approvals.Pending, "", time.Time{}
+		s.reads.Add(1)
+	}
+	return a, err
+}
+
+// A gated step runs only on an approval the worker reads as approved: a
+// resumed run whose approval reads as pending fails internal-error and the
+// handler never runs.
+func TestResumeRefusesAnApprovalThatIsNotApproved(t *testing.T) {
+	t.Parallel()
+	st := &staleApprovals{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { st.Store = s; return st } })
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if st.reads.Load() == 0 {
+		t.Fatal("the resumed run never read its approval")
+	}
+	if c := h.calls(r.ID, "refund"); len(c) != 0 {
+		t.Errorf("refund ran %d times on an approval that read as pending: %+v", len(c), c)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if r.Error.Step != "refund" || !strings.Contains(r.Error.Message, "is pending, not approved") {
+		t.Errorf("run error = %+v", r.Error)
+	}
+}
+
+// twiceUntrusted is an agent whose trust is lowered twice before a write:
+// by an external tool, then by a handler's markUntrusted.
+const twiceUntrusted = `{
+  "agents": {
+    "twice": {
+      "tools": {
+        "fetchReviews": { "effect": "read", "source": "external" },
+        "relay": { "effect": "read" },
+        "addNote": { "effect": "write" }
+      },
+      "steps": [
+        { "id": "reviews", "tool": "fetchReviews", "input": {} },
+        { "id": "relay", "tool": "relay", "input": { "from": "x@example.com" } },
+        { "id": "note", "tool": "addNote", "input": { "text": "summary" } }
+      ]
+    }
+  }
+}`
+
+// Trust only goes down, once: a second lowering keeps the first origin,
+// which the run, its one trust.lowered event and the write's approval name.
+func TestTrustLoweredOnceKeepsTheFirstOrigin(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.deploy(h.owner, handlers, twiceUntrusted)
+	r := h.start("twice", `{}`)
+	a := h.pending(r.ID)
+	r = h.run(r.ID)
+	if r.Trust != store.Untrusted || r.TrustOrigin != "tool:fetchReviews" {
+		t.Errorf("trust = %s (%s), want untrusted by tool:fetchReviews, the first origin", r.Trust, r.TrustOrigin)
+	}
+	var lowered []string
+	for _, e := range h.events(r.ID) {
+		if e.Type == "trust.lowered" {
+			lowered = append(lowered, string(e.Data))
+		}
+	}
+	if len(lowered) != 1 || !strings.Contains(lowered[0], "tool:fetchReviews") {
+		t.Errorf("trust.lowered events = %v, want one, by tool:fetchReviews", lowered)
+	}
+	if !strings.Contains(a.Reason, "trust lowered by tool:fetchReviews") {
+		t.Errorf("approval reason = %q, want it to name the first origin", a.Reason)
+	}
+}
+
+// crashedOnce makes the first call of one export run and then report its
+// sandbox worker crashed (with an untrusted mark added when mark is set), as
+// a worker that died after the handler acted would; later calls run as
+// they are.
+type crashedOnce struct {
+	engine.Invoker
+	export, mark string
+	mu           sync.Mutex
+	done         bool
+}
+
+func (c *crashedOnce) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	c.mu.Lock()
+	first := inv.Export == c.export && !c.done
+	c.done = c.done || first
+	c.mu.Unlock()
+	res, err := c.Invoker.Invoke(ctx, b, inv)
+	if !first || err != nil {
+		return res, err
+	}
+	if c.mark != "" {
+		res.Untrusted = append(res.Untrusted, c.mark)
+	}
+	return res, &jsvm.Error{Code: jsvm.CodeSandboxCrashed, Message: "sandbox worker died"}
+}
+
+// A write whose sandbox crashed after its handler ran is tried again with
+// the same idempotency key, so the handler can tell it is a retry.
+func TestSandboxCrashRetrySharesTheKey(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker { return &crashedOnce{Invoker: rt, export: "addNote"} }
+	})
+	h.cfg.SandboxBackoff = time.Millisecond
+	h.restart()
+	r := h.start("plain", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	c := h.calls(r.ID, "two")
+	if len(c) != 2 || c[0].Key != c[1].Key || c[0].Key != engine.IdempotencyKey(h.project, r.ID, 1, "two") {
+		t.Errorf("step two calls = %+v, want two with the step's key", c)
+	}
+}
+
+// An untrusted mark that a call made before its sandbox crashed still holds
+// for the retry: the model reads the retried call's result as untrusted
+// data.
+func TestUntrustedMarkOutlivesASandboxCrash(t *testing.T) {
+	t.Parallel()
+	h, l := setupModels(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker {
+			return &crashedOnce{Invoker: rt, export: "spend", mark: "email:x@example.com"}
+		}
+	})
+	h.cfg.SandboxBackoff = time.Millisecond
+	h.restart()
+	l.then(
+		calls(1, 1, tcall{"c1", "spend", `{}`}),
+		answer("spent", 1, 1),
+	)
+	r := h.start("spender", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if r.Trust != store.Untrusted || r.TrustOrigin != "email:x@example.com" {
+		t.Errorf("trust = %s (%s), want untrusted by the crashed call's mark", r.Trust, r.TrustOrigin)
+	}
+	content := msg(t, l.request(2), 3)["content"].(string)
+	if !strings.HasPrefix(content, `<untrusted-data source="tool:spend">`) {
+		t.Errorf("the retried call's result reached the model as %q, want it wrapped as untrusted data", content)
+	}
+	l.done()
+}
+
+// gatedLoop is an agent step whose gated refunds a deny rule refuses above
+// 100.
+const gatedLoop = `{
+  "models": { "default": { "provider": "openai", "baseUrl": "%URL%", "model": "m", "apiKeyEnv": "TEST_LLM_KEY" } },
+  "agents": {
+    "gatedLoop": {
+      "tools": { "refundOrder": { "effect": "write", "requiresApproval": true } },
+      "policy": [ { "tool": "refundOrder", "decision": "deny", "reason": "refunds over 100 go to finance",
+                    "when": { "required": ["amount"], "properties": { "amount": { "exclusiveMinimum": 100 } } } } ],
+      "steps": [ { "id": "loop", "agent": { "model": "default", "prompt": "Refund.", "tools": ["refundOrder"] } } ]
+    }
+  }
+}`
+
+// The same in an agent loop: an approved call whose input a deny rule
+// matches fails the run policy-denied when it is about to run, and never
+// runs.
+func TestAgentLoopApprovedInputADenyRuleMatchesNeverRuns(t *testing.T) {
+	t.Parallel()
+	ts := &rewrittenApprovals{input: json.RawMessage(`{"amount":5000,"orderId":"o-1"}`)}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { ts.Store = s; return ts } })
+	h.deploy(h.owner, handlers, strings.ReplaceAll(gatedLoop, "%URL%", l.url()))
+	l.then(calls(1, 1, tcall{"c1", "refundOrder", `{"orderId":"o-1","amount":12}`}))
+	r := h.start("gatedLoop", `{}`)
+	a := h.pending(r.ID)
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if ts.reads.Load() == 0 {
+		t.Fatal("the resumed run never read its approved approval")
+	}
+	if c := h.calls(r.ID, "loop"); len(c) != 0 {
+		t.Errorf("refundOrder ran with an input a deny rule matches: %+v", c)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodePolicyDenied)
+	if r.Error.Step != "loop" || !strings.Contains(r.Error.Message, "go to finance") {
+		t.Errorf("run error = %+v", r.Error)
+	}
+	l.done()
+}
+
+// The same in an agent loop: a resumed loop whose approval reads as pending
+// fails internal-error; the call never runs and the model is not told it
+// was declined.
+func TestAgentLoopResumeRefusesAnApprovalThatIsNotDecided(t *testing.T) {
+	t.Parallel()
+	st := &staleApprovals{}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { st.Store = s; return st } })
+	r, a := startTriage(t, h, l, "triage")
+	if _, err := h.decide(h.owner, a.ID, true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if st.reads.Load() == 0 {
+		t.Fatal("the resumed run never read its approval")
+	}
+	if c := h.calls(r.ID, "triage"); len(c) != 1 {
+		t.Errorf("the loop's handlers ran %d times, want once (listOrders, before the pause): %+v", len(c), c)
+	}
+	r = h.run(r.ID)
+	wantStatus(t, r, store.RunFailed, engine.CodeInternal)
+	if r.Error.Step != "triage" || !strings.Contains(r.Error.Message, "is pending; the run should not have resumed") {
+		t.Errorf("run error = %+v", r.Error)
+	}
+	if n := l.count(); n != 2 {
+		t.Errorf("%d model requests, want 2: a refused resume asks the model nothing", n)
+	}
+}
+
+// relayLoop is an agent step with a handler that marks its result
+// untrusted, and a write the step does not offer the model.
+const relayLoop = `{
+  "models": { "default": { "provider": "openai", "baseUrl": "%URL%", "model": "m", "apiKeyEnv": "TEST_LLM_KEY" } },
+  "agents": {
+    "relayLoop": {
+      "tools": { "relay": { "effect": "read" }, "addNote": { "effect": "write" } },
+      "steps": [ { "id": "loop", "agent": { "model": "default", "prompt": "Relay.", "tools": ["relay"] } } ]
+    }
+  }
+}`
+
+// A result whose handler called markUntrusted reaches the model as
+// untrusted data, like an external tool's.
+func TestAgentLoopMarkedResultIsUntrustedData(t *testing.T) {
+	t.Parallel()
+	h, l := setupModels(t)
+	h.deploy(h.owner, handlers, strings.ReplaceAll(relayLoop, "%URL%", l.url()))
+	l.then(calls(1, 1, tcall{"c1", "relay", `{"from":"x@example.com"}`}), answer("relayed", 1, 1))
+	r := h.start("relayLoop", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if r.Trust != store.Untrusted || r.TrustOrigin != "email:x@example.com" {
+		t.Errorf("trust = %s (%s)", r.Trust, r.TrustOrigin)
+	}
+	if content := msg(t, l.request(2), 3)["content"].(string); !strings.HasPrefix(content, `<untrusted-data source="tool:relay">`) {
+		t.Errorf("the marked result reached the model as %q, want it wrapped as untrusted data", content)
+	}
+	l.done()
+}
+
+// The model can call only the tools its step offers: a call of a tool the
+// agent declares but the step does not offer is refused as unknown and
+// never runs.
+func TestAgentLoopRefusesAToolTheStepDoesNotOffer(t *testing.T) {
+	t.Parallel()
+	h, l := setupModels(t)
+	h.deploy(h.owner, handlers, strings.ReplaceAll(relayLoop, "%URL%", l.url()))
+	l.then(calls(1, 1, tcall{"c1", "addNote", `{"text":"hi"}`}), answer("could not", 1, 1))
+	r := h.start("relayLoop", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	if c := h.calls(r.ID, "loop"); len(c) != 0 {
+		t.Errorf("a tool the step does not offer ran: %+v", c)
+	}
+	if d := h.eventData(r.ID, "tool.rejected"); d["tool"] != "addNote" || d["reason"] != "unknown-tool" {
+		t.Errorf("tool.rejected = %v", d)
+	}
+	l.done()
+}
