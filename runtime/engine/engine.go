@@ -162,6 +162,10 @@ type Config struct {
 	MaxBundle int64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Sleep waits d before a crashed sandbox call is tried again, and
+	// between tries of a cancel that lost a race, returning early with
+	// ctx's error; a timer when nil.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Entropy feeds ids; crypto/rand when nil.
 	Entropy io.Reader
 	// WorkerID names this process in leases.
@@ -223,6 +227,9 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleepCtx
 	}
 	if c.Entropy == nil {
 		c.Entropy = rand.Reader

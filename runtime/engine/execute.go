@@ -547,7 +547,7 @@ func (x *execution) invoke(ctx context.Context, s *agent.Step, callID string, to
 			hc.code, hc.msg = CodeSandboxCrashed, fmt.Sprintf("%s crashed its sandbox %d times; giving up: %s", tool.Name, x.run.Attempts, je.Message)
 			return hc, nil
 		}
-		if err := sleepCtx(ctx, time.Duration(x.run.Attempts)*x.e.sandboxBackoff()); err != nil {
+		if err := x.e.cfg.Sleep(ctx, time.Duration(x.run.Attempts)*x.e.sandboxBackoff()); err != nil {
 			return hc, errStop
 		}
 		x.emit("step.retrying", s.ID, map[string]any{"tool": tool.Name, "attempt": x.run.Attempts, "code": CodeSandboxCrashed, "reason": je.Message})

@@ -332,7 +332,7 @@ func (e *Engine) Cancel(ctx context.Context, actor approvals.Actor, runID string
 		if attempt == maxCancelAttempts {
 			return r, fmt.Errorf("cancel run %s: it kept changing while it was being cancelled; try again: %w", runID, store.ErrConflict)
 		}
-		if err := sleepCtx(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
+		if err := e.cfg.Sleep(ctx, time.Duration(attempt)*10*time.Millisecond); err != nil {
 			return store.Run{}, err
 		}
 		if r, err = e.store.GetRun(ctx, runID); err != nil {

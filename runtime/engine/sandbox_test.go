@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,7 +108,8 @@ func TestSandboxCrashIsRetriedThenFails(t *testing.T) {
 }
 
 // Without a restart, the retries happen inside one execution: no dispatch
-// is needed (the runner Lambda dispatches nothing).
+// is needed (the runner Lambda dispatches nothing). Retry n waits n ×
+// SandboxBackoff first.
 func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 	pool, err := sandbox.New(sandbox.Options{})
 	if err != nil {
@@ -115,7 +117,15 @@ func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	h := setup(t, func(o *options) { o.invoker = func(engine.Invoker) engine.Invoker { return pool } })
-	h.cfg.SandboxBackoff = time.Millisecond
+	var mu sync.Mutex
+	var waits []time.Duration
+	h.cfg.SandboxBackoff = 250 * time.Millisecond
+	h.cfg.Sleep = func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		waits = append(waits, d)
+		return nil
+	}
 	h.restart()
 	h.deploy(h.owner, crashingHandlers, crashingConfig)
 	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "crashy", EndUserID: "alice"})
@@ -136,6 +146,11 @@ func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 	wantStatus(t, r, store.RunFailed, engine.CodeSandboxCrashed)
 	if r.Attempts != 3 {
 		t.Errorf("attempts %d, want 3", r.Attempts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond}; !slices.Equal(waits, want) {
+		t.Errorf("waits before the retries: %v, want %v", waits, want)
 	}
 }
 
