@@ -15,7 +15,6 @@ import (
 	"stead/runtime/engine"
 	"stead/runtime/jsvm"
 	"stead/store"
-	"stead/store/fsblob"
 )
 
 // crashingStore fails the write that records a chosen step's completion (or
@@ -316,12 +315,7 @@ func TestUnrunnableDeploymentFailsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.queue.take()
-	empty, err := fsblob.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cfg.Blobs = empty
-	h.restart() // a new process, whose blob store lacks the bundle
+	h.restartWithoutBundles()
 	if err := h.eng.Execute(h.ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -516,12 +510,7 @@ func TestUnclaimableRunIsLeftAloneByABrokenDeployment(t *testing.T) {
 	h := setup(t)
 	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
 	a := h.pending(r.ID)
-	empty, err := fsblob.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.cfg.Blobs = empty
-	h.restart() // a new process, whose blob store lacks the bundle
+	h.restartWithoutBundles()
 	if err := h.eng.Execute(h.ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}

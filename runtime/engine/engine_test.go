@@ -726,7 +726,7 @@ func TestOutputSchemaRefusalFailsTheRun(t *testing.T) {
 	r := h.start("strict", `{}`)
 	wantStatus(t, r, store.RunFailed, engine.CodeInvalidOutput)
 	if r.Error.Step != "orders" {
-		t.Errorf("error = %+v, want step orders'", r.Error)
+		t.Errorf("error = %+v, want step orders", r.Error)
 	}
 	if c := h.calls(r.ID, "note"); len(c) != 0 {
 		t.Errorf("the step after the refused output ran: %+v", c)

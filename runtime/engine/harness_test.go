@@ -206,7 +206,8 @@ type harness struct {
 	// process over the same store would be.
 	cfg engine.Config
 	// env is what the engine's LookupEnv sees (model API keys); sleeps
-	// records the retry waits the engine asked for (it never really sleeps).
+	// records the retry waits the engine asked for, of model requests and
+	// of crashed sandbox calls (it never really sleeps).
 	env    map[string]string
 	sleeps *sleeps
 	store  store.Store
@@ -311,6 +312,7 @@ func setup(t *testing.T, opts ...func(*options)) *harness {
 		Invoker:         inv,
 		Dispatch:        q,
 		Now:             clk.Now,
+		Sleep:           sl.sleep,
 		WorkerID:        "test",
 		MaxOutputInline: o.maxOutputInline,
 		Models: engine.ModelOptions{
@@ -385,6 +387,18 @@ func (h *harness) restart() {
 		h.t.Fatal(err)
 	}
 	h.eng = eng
+}
+
+// restartWithoutBundles restarts the engine as a new process whose blob
+// store lacks every deployed bundle.
+func (h *harness) restartWithoutBundles() {
+	h.t.Helper()
+	empty, err := fsblob.Open(h.t.TempDir())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cfg.Blobs = empty
+	h.restart()
 }
 
 // drain executes every dispatched run, and the runs those executions

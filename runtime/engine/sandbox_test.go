@@ -117,15 +117,7 @@ func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	h := setup(t, func(o *options) { o.invoker = func(engine.Invoker) engine.Invoker { return pool } })
-	var mu sync.Mutex
-	var waits []time.Duration
 	h.cfg.SandboxBackoff = 250 * time.Millisecond
-	h.cfg.Sleep = func(_ context.Context, d time.Duration) error {
-		mu.Lock()
-		defer mu.Unlock()
-		waits = append(waits, d)
-		return nil
-	}
 	h.restart()
 	h.deploy(h.owner, crashingHandlers, crashingConfig)
 	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "crashy", EndUserID: "alice"})
@@ -147,10 +139,8 @@ func TestSandboxCrashRetriesNeedNoDispatch(t *testing.T) {
 	if r.Attempts != 3 {
 		t.Errorf("attempts %d, want 3", r.Attempts)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond}; !slices.Equal(waits, want) {
-		t.Errorf("waits before the retries: %v, want %v", waits, want)
+	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond}; !slices.Equal(h.sleeps.all(), want) {
+		t.Errorf("waits before the retries: %v, want %v", h.sleeps.all(), want)
 	}
 }
 

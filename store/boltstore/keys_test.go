@@ -16,11 +16,7 @@ import (
 func TestIDsOfAnyByte(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(filepath.Join(t.TempDir(), "stead.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInternal(t)
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for _, p := range []string{"p\xfe", "p\xff"} {
 		for i := range 2 {
@@ -51,11 +47,7 @@ func TestIDsOfAnyByte(t *testing.T) {
 func TestCursorOfThePrefixRefused(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(filepath.Join(t.TempDir(), "stead.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInternal(t)
 	if err := s.PutBrokerRecord(ctx, store.BrokerRecord{ProjectID: "p1", EndUserID: "u1", Collection: "orders", Key: "o-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,4 +57,15 @@ func TestCursorOfThePrefixRefused(t *testing.T) {
 	if !errors.Is(err, store.ErrInvalidCursor) {
 		t.Fatalf("list with the list's prefix as cursor: got %d records, error %v; want ErrInvalidCursor", len(page.Items), err)
 	}
+}
+
+// openInternal opens a new store without fsync, closed when the test ends.
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "stead.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
