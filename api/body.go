@@ -52,7 +52,7 @@ func readBody(r *http.Request, limit int64, v any) error {
 	} else {
 		ct := r.Header.Get("Content-Type")
 		mt, _, perr := mime.ParseMediaType(ct)
-		if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		if ct == "" || perr != nil || mt != "application/json" {
 			got := ct
 			if got == "" {
 				got = "none"

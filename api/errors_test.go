@@ -38,6 +38,11 @@ func TestRequestBodyRefusals(t *testing.T) {
 			r.Header.Set("Content-Type", "text/plain")
 			return r
 		}(), 415, api.CodeUnsupportedMediaType, ""},
+		{"another JSON media type", func() *http.Request {
+			r := w.request("POST", path, w.developer, `{"endUserId": "alice"}`)
+			r.Header.Set("Content-Type", "application/vnd.stead+json")
+			return r
+		}(), 415, api.CodeUnsupportedMediaType, ""},
 		{"form body", func() *http.Request {
 			r := w.request("POST", path, w.developer, "endUserId=alice")
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -25,8 +25,8 @@ import (
 // Refusals and bounds the rest of the suite did not pin: each test fails
 // with a mutant of the API that hand-made mutation testing found surviving.
 
-// maSignCustomerToken signs claims as a customer token of the key.
-func maSignCustomerToken(t *testing.T, key []byte, claims map[string]any) string {
+// signCustomerToken signs claims as a customer token of the key.
+func signCustomerToken(t *testing.T, key []byte, claims map[string]any) string {
 	t.Helper()
 	b, err := json.Marshal(claims)
 	if err != nil {
@@ -39,8 +39,8 @@ func maSignCustomerToken(t *testing.T, key []byte, claims map[string]any) string
 	return api.CustomerTokenPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// maUnauthenticated checks a 401 unauthenticated whose message says says.
-func maUnauthenticated(t *testing.T, r *response, says string) {
+// wantUnauthenticated checks a 401 unauthenticated whose message says says.
+func wantUnauthenticated(t *testing.T, r *response, says string) {
 	t.Helper()
 	if r.status != http.StatusUnauthorized {
 		t.Fatalf("%s: status %d, want 401; body %s", r.req, r.status, r.body)
@@ -50,9 +50,9 @@ func maUnauthenticated(t *testing.T, r *response, says string) {
 	}
 }
 
-// maServe sends a request straight to the handler, as the Lambda adapter
+// serveDirect sends a request straight to the handler, as the Lambda adapter
 // does (no HTTP server trims its headers), from remote.
-func (w *world) maServe(method, path, remote, authorization string) *response {
+func (w *world) serveDirect(method, path, remote, authorization string) *response {
 	w.t.Helper()
 	req := httptest.NewRequest(method, path, nil)
 	req.RemoteAddr = remote
@@ -77,7 +77,7 @@ func TestCustomerTokenClaimsMustBeWhole(t *testing.T) {
 	}
 	// The same claims as version 1 are good: the refusals below are for
 	// the field each changes.
-	w.must(w.do("GET", "/v1/runs/"+run.ID, maSignCustomerToken(t, w.project.SigningKey, claims(1, "alice")), nil), 200)
+	w.must(w.do("GET", "/v1/runs/"+run.ID, signCustomerToken(t, w.project.SigningKey, claims(1, "alice")), nil), 200)
 	for _, c := range []struct {
 		name   string
 		claims map[string]any
@@ -87,9 +87,9 @@ func TestCustomerTokenClaimsMustBeWhole(t *testing.T) {
 		{"no end user", claims(1, "")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tok := maSignCustomerToken(t, w.project.SigningKey, c.claims)
-			maUnauthenticated(t, w.do("GET", "/v1/runs", tok, nil), "the customer token is not valid")
-			maUnauthenticated(t, w.do("GET", "/v1/runs/"+run.ID, tok, nil), "the customer token is not valid")
+			tok := signCustomerToken(t, w.project.SigningKey, c.claims)
+			wantUnauthenticated(t, w.do("GET", "/v1/runs", tok, nil), "the customer token is not valid")
+			wantUnauthenticated(t, w.do("GET", "/v1/runs/"+run.ID, tok, nil), "the customer token is not valid")
 		})
 	}
 }
@@ -100,8 +100,8 @@ func TestCustomerTokenOfNoProject(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	now := w.clock.Now()
-	tok := maSignCustomerToken(t, w.project.SigningKey, map[string]any{"v": 1, "prj": "prj_nope", "sub": "alice", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
-	maUnauthenticated(t, w.do("GET", "/v1/runs", tok, nil), "the customer token is not valid")
+	tok := signCustomerToken(t, w.project.SigningKey, map[string]any{"v": 1, "prj": "prj_nope", "sub": "alice", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	wantUnauthenticated(t, w.do("GET", "/v1/runs", tok, nil), "the customer token is not valid")
 }
 
 // An API key whose stored role is not a key's (owner, developer, approver,
@@ -121,8 +121,8 @@ func TestKeyWithoutAKeyRole(t *testing.T) {
 			if err := w.store.CreateAPIKey(t.Context(), k); err != nil {
 				t.Fatal(err)
 			}
-			maUnauthenticated(t, w.do("GET", "/v1/runs", secret, nil), "has no usable role")
-			maUnauthenticated(t, w.do("GET", "/v1/me", secret, nil), "has no usable role")
+			wantUnauthenticated(t, w.do("GET", "/v1/runs", secret, nil), "has no usable role")
+			wantUnauthenticated(t, w.do("GET", "/v1/me", secret, nil), "has no usable role")
 		})
 	}
 }
@@ -138,7 +138,7 @@ func TestAccessTokenOnlyOnGET(t *testing.T) {
 		"/v1/runs/" + run.ID + "/cancel?access_token=" + w.customer,
 		"/v1/approvals/" + run.Approval.ID + "/approve?access_token=" + w.customer,
 	} {
-		maUnauthenticated(t, w.do("POST", path, "", map[string]any{}), "missing credential")
+		wantUnauthenticated(t, w.do("POST", path, "", map[string]any{}), "missing credential")
 	}
 	// The run still awaits approval.
 	if got := w.wait(run.ID, "settled"); got.Status != "awaiting-approval" {
@@ -154,12 +154,12 @@ func TestForbiddenDoesNotCountAsFailedAuth(t *testing.T) {
 	viewer := w.newKey("viewer").Key
 	const from = "203.0.113.9:1"
 	for range 5 {
-		w.must(w.maServe("GET", "/v1/keys", from, "Bearer "+viewer), 403)
-		w.must(w.maServe("GET", "/v1/keys", from, "Bearer "+w.customer), 403)
+		w.must(w.serveDirect("GET", "/v1/keys", from, "Bearer "+viewer), 403)
+		w.must(w.serveDirect("GET", "/v1/keys", from, "Bearer "+w.customer), 403)
 	}
-	w.must(w.maServe("GET", "/v1/members", from, "Bearer "+viewer), 200)
-	w.must(w.maServe("GET", "/v1/runs", from, "Bearer "+w.customer), 200)
-	w.must(w.maServe("GET", "/v1/runs", from, "Bearer "+w.owner), 200)
+	w.must(w.serveDirect("GET", "/v1/members", from, "Bearer "+viewer), 200)
+	w.must(w.serveDirect("GET", "/v1/runs", from, "Bearer "+w.customer), 200)
+	w.must(w.serveDirect("GET", "/v1/runs", from, "Bearer "+w.owner), 200)
 }
 
 // An Authorization header that is no bearer credential is refused as
@@ -171,10 +171,10 @@ func TestMalformedAuthorization(t *testing.T) {
 	const from = "203.0.113.10:1"
 	for range 3 {
 		for _, h := range []string{"Bearer ", "Bearer \t ", "Basic " + w.owner, "bearer"} {
-			maUnauthenticated(t, w.maServe("GET", "/v1/runs", from, h), `the Authorization header must be "Bearer <API key or token>"`)
+			wantUnauthenticated(t, w.serveDirect("GET", "/v1/runs", from, h), `the Authorization header must be "Bearer <API key or token>"`)
 		}
 	}
-	w.must(w.maServe("GET", "/v1/runs", from, "Bearer "+w.owner), 200)
+	w.must(w.serveDirect("GET", "/v1/runs", from, "Bearer "+w.owner), 200)
 }
 
 // ttlSeconds is from 1 to 86400: both ends are taken, and nothing past
@@ -418,24 +418,24 @@ func TestWebhookRetryInstant(t *testing.T) {
 	refused(t, w.do("POST", "/v1/webhooks/"+h.ID+"/retry", w.owner, map[string]any{"deliveryId": "msg_x", "until": at}), "deliveryId", "not both")
 }
 
-// maForgets is a notifier that records which projects it was told to
+// forgetRecorder is a notifier that records which projects it was told to
 // forget.
-type maForgets struct {
+type forgetRecorder struct {
 	mu     sync.Mutex
 	forgot []string
 }
 
-func (n *maForgets) Ping(context.Context, store.Endpoint, string) (store.Delivery, error) {
+func (n *forgetRecorder) Ping(context.Context, store.Endpoint, string) (store.Delivery, error) {
 	return store.Delivery{}, errors.New("not in this test")
 }
-func (n *maForgets) Kick() {}
-func (n *maForgets) Forget(projectID string) {
+func (n *forgetRecorder) Kick() {}
+func (n *forgetRecorder) Forget(projectID string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.forgot = append(n.forgot, projectID)
 }
 
-func (n *maForgets) count() int {
+func (n *forgetRecorder) count() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.forgot)
@@ -445,7 +445,7 @@ func (n *maForgets) count() int {
 // caches: create, PATCH, rotate and delete.
 func TestWebhookChangesReachTheNotifier(t *testing.T) {
 	t.Parallel()
-	n := &maForgets{}
+	n := &forgetRecorder{}
 	w := setup(t, func(c *api.Config) { c.Notifications = n })
 	h := w.newWebhook("https://hooks.example.com/stead")
 	for _, c := range []struct {
@@ -503,7 +503,7 @@ func TestSecurityHeadersAndActorLogged(t *testing.T) {
 	w := setup(t)
 	var k wire.KeyList
 	// Straight to the handler: its log line is written when it returns.
-	r := w.must(w.maServe("GET", "/v1/keys", "192.0.2.1:1", "Bearer "+w.owner), 200)
+	r := w.must(w.serveDirect("GET", "/v1/keys", "192.0.2.1:1", "Bearer "+w.owner), 200)
 	r.decode(&k)
 	for name, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"} {
 		if got := r.header.Get(name); got != want {

@@ -17,8 +17,8 @@ import (
 	"stead/notify/email"
 )
 
-// mrFields is an error's details.fields as "field: message" lines.
-func mrFields(e api.Error) []string {
+// fieldProblems is an error's details.fields as "field: message" lines.
+func fieldProblems(e api.Error) []string {
 	var out []string
 	list, _ := e.Details["fields"].([]any)
 	for _, f := range list {
@@ -28,22 +28,22 @@ func mrFields(e api.Error) []string {
 	return out
 }
 
-// mrWantInvalid fails the test unless r is a 400 invalid_argument whose
+// wantInvalid fails the test unless r is a 400 invalid_argument whose
 // only field problem is want ("field: message").
-func mrWantInvalid(t *testing.T, r *response, want string) {
+func wantInvalid(t *testing.T, r *response, want string) {
 	t.Helper()
 	if r.status != http.StatusBadRequest {
 		t.Errorf("%s: status %d, want 400: %s", r.req, r.status, r.body)
 		return
 	}
 	e := r.apiErr()
-	if got := mrFields(e); e.Code != api.CodeInvalidArgument || len(got) != 1 || got[0] != want {
+	if got := fieldProblems(e); e.Code != api.CodeInvalidArgument || len(got) != 1 || got[0] != want {
 		t.Errorf("%s: %s %v, want invalid_argument [%s]", r.req, e.Code, got, want)
 	}
 }
 
-// mrApproval reads an approval as the owner sees it.
-func (w *world) mrApproval(id string) wire.Approval {
+// approvalAsOwner reads an approval as the owner sees it.
+func (w *world) approvalAsOwner(id string) wire.Approval {
 	w.t.Helper()
 	var a wire.Approval
 	w.must(w.do("GET", "/v1/approvals/"+id, w.owner, nil), 200).decode(&a)
@@ -55,7 +55,7 @@ func (w *world) mrApproval(id string) wire.Approval {
 // deciding nothing. So are a zero remember, a stale inputDigest on a
 // deny and an empty check-input; an explicit null
 // input approves the input as asked.
-func TestMRDecisionRefusalsChangeNothing(t *testing.T) {
+func TestDecisionRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
@@ -79,11 +79,11 @@ func TestMRDecisionRefusalsChangeNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := w.do("POST", "/v1/approvals/"+id+c.path, c.key, c.body)
 			if c.field != "" {
-				mrWantInvalid(t, r, c.field+": "+c.message)
+				wantInvalid(t, r, c.field+": "+c.message)
 			} else if e := w.must(r, c.status).apiErr(); e.Code != c.code || (c.message != "" && e.Message != c.message) {
 				t.Errorf("%s %q, want %s %q", e.Code, e.Message, c.code, c.message)
 			}
-			if a := w.mrApproval(id); a.Status != "pending" || a.Note != "" {
+			if a := w.approvalAsOwner(id); a.Status != "pending" || a.Note != "" {
 				t.Errorf("after a refused request the approval is %s (note %q)", a.Status, a.Note)
 			}
 		})
@@ -107,7 +107,7 @@ func TestMRDecisionRefusalsChangeNothing(t *testing.T) {
 // one reads as expired (the engine settles it on the spot), and the deny
 // is worded as a deny; a decided one names who decided and when, with
 // the input digest the decider saw.
-func TestMRRefusedDecisionDetails(t *testing.T) {
+func TestRefusedDecisionDetails(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
@@ -141,7 +141,7 @@ func TestMRRefusedDecisionDetails(t *testing.T) {
 // refused, as is a key with a byte outside printable ASCII; a refused start
 // creates nothing and names every problem. A started run says where it
 // lives.
-func TestMRStartRunLimits(t *testing.T) {
+func TestStartRunLimits(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	path := "/v1/agents/plain/runs"
@@ -155,14 +155,14 @@ func TestMRStartRunLimits(t *testing.T) {
 		{"end user of 257", strings.Repeat("é", 257), "", "endUserId: must be at most 256 characters long"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mrWantInvalid(t, w.do("POST", path, w.developer, map[string]any{"endUserId": c.endUser}, "Idempotency-Key", c.key), c.want)
+			wantInvalid(t, w.do("POST", path, w.developer, map[string]any{"endUserId": c.endUser}, "Idempotency-Key", c.key), c.want)
 		})
 	}
 	// Every problem at once, the first in the message.
 	e := w.must(w.do("POST", path, w.developer, map[string]any{}, "Idempotency-Key", "a b"), 400).apiErr()
 	if want := "Idempotency-Key: must be printable ASCII without spaces (and 1 more problem)"; e.Message != want ||
-		fmt.Sprint(mrFields(e)) != "[Idempotency-Key: must be printable ASCII without spaces endUserId: is required]" {
-		t.Errorf("two problems: %q %v, want %q", e.Message, mrFields(e), want)
+		fmt.Sprint(fieldProblems(e)) != "[Idempotency-Key: must be printable ASCII without spaces endUserId: is required]" {
+		t.Errorf("two problems: %q %v, want %q", e.Message, fieldProblems(e), want)
 	}
 	if after := w.runCount(); after != before {
 		t.Fatalf("refused starts created runs: %d → %d", before, after)
@@ -185,7 +185,7 @@ func TestMRStartRunLimits(t *testing.T) {
 
 // ?wait= takes whole seconds too, and 60s (MaxWait) itself; until= is
 // settled or terminal, nothing else. A settled run answers at once.
-func TestMRLongPollValues(t *testing.T) {
+func TestLongPollValues(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
@@ -196,10 +196,10 @@ func TestMRLongPollValues(t *testing.T) {
 			t.Errorf("%s: run %s %s", q, got.ID, got.Status)
 		}
 	}
-	mrWantInvalid(t, w.do("GET", "/v1/runs/"+run.ID+"?wait=1s&until=soon", w.developer, nil), `until: must be settled or terminal (got "soon")`)
-	mrWantInvalid(t, w.do("GET", "/v1/runs/"+run.ID+"?wait=61", w.developer, nil), `wait: must be from 0s to 1m0s (got "61")`)
+	wantInvalid(t, w.do("GET", "/v1/runs/"+run.ID+"?wait=1s&until=soon", w.developer, nil), `until: must be settled or terminal (got "soon")`)
+	wantInvalid(t, w.do("GET", "/v1/runs/"+run.ID+"?wait=61", w.developer, nil), `wait: must be from 0s to 1m0s (got "61")`)
 	before := w.runCount()
-	mrWantInvalid(t, w.do("POST", "/v1/agents/plain/runs?wait=61s", w.developer, map[string]any{"endUserId": "alice"}), `wait: must be from 0s to 1m0s (got "61s")`)
+	wantInvalid(t, w.do("POST", "/v1/agents/plain/runs?wait=61s", w.developer, map[string]any{"endUserId": "alice"}), `wait: must be from 0s to 1m0s (got "61s")`)
 	var started wire.Run
 	w.must(w.do("POST", "/v1/agents/plain/runs?wait=60", w.developer, map[string]any{"endUserId": "alice"}), 202).decode(&started)
 	if started.Status != "succeeded" {
@@ -212,7 +212,7 @@ func TestMRLongPollValues(t *testing.T) {
 
 // A customer token lists its own end user's runs, with or without naming
 // it, and is refused another's.
-func TestMRCustomerListsOnlyItsOwnRuns(t *testing.T) {
+func TestCustomerListsOnlyItsOwnRuns(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	mine := w.wait(w.start("plain", "alice", nil).ID, "terminal")
@@ -230,9 +230,9 @@ func TestMRCustomerListsOnlyItsOwnRuns(t *testing.T) {
 	}
 }
 
-// mrStreamRequest is a GET of a run's event stream, sent through the
+// streamRequest is a GET of a run's event stream, sent through the
 // harness so that a refusal reads as a response.
-func (w *world) mrStreamRequest(path, key string, headers ...string) *response {
+func (w *world) streamRequest(path, key string, headers ...string) *response {
 	w.t.Helper()
 	return w.do("GET", path, key, nil, append([]string{"Accept", "text/event-stream"}, headers...)...)
 }
@@ -240,7 +240,7 @@ func (w *world) mrStreamRequest(path, key string, headers ...string) *response {
 // Where an event page or stream starts: Last-Event-ID is a stream's, and
 // there wins over ?after=; a JSON page ignores it. A bad Last-Event-ID and
 // another project's run are refused before the stream starts.
-func TestMREventCursors(t *testing.T) {
+func TestEventCursors(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.awaiting("alice")
@@ -268,20 +268,20 @@ func TestMREventCursors(t *testing.T) {
 	}
 
 	for _, id := range []string{"-1", "x"} {
-		mrWantInvalid(t, w.mrStreamRequest("/v1/runs/"+run.ID+"/events", w.developer, "Last-Event-ID", id),
+		wantInvalid(t, w.streamRequest("/v1/runs/"+run.ID+"/events", w.developer, "Last-Event-ID", id),
 			fmt.Sprintf("Last-Event-ID: must be a sequence number (got %q)", id))
 	}
 	for _, path := range []string{"/v1/runs/" + run.ID + "/events", "/v1/runs/run_01AAAAAAAAAAAAAAAAAAAAAAAA/events"} {
-		r := w.must(w.mrStreamRequest(path, w.other, "Last-Event-ID", "1"), 404)
+		r := w.must(w.streamRequest(path, w.other, "Last-Event-ID", "1"), 404)
 		if e := r.apiErr(); e.Code != api.CodeNotFound || !strings.HasPrefix(e.Message, "run run_") || !strings.HasSuffix(e.Message, " not found") {
 			t.Errorf("stream of %s for another project: %s %q", path, e.Code, e.Message)
 		}
 	}
 }
 
-// mrSignReview signs a review link for an approval as project A's email
+// signReviewLink signs a review link for an approval as project A's email
 // channel would, with the token's own deadline.
-func (w *world) mrSignReview(a approvals.Approval, memberID string, expires time.Time) string {
+func (w *world) signReviewLink(a approvals.Approval, memberID string, expires time.Time) string {
 	w.t.Helper()
 	tok, err := email.SignReview(w.project.SigningKey, email.Review{
 		ProjectID: w.project.ID, ApprovalID: a.ID, MemberID: memberID, InputDigest: a.InputDigest, ExpiresAt: expires,
@@ -296,7 +296,7 @@ func (w *world) mrSignReview(a approvals.Approval, memberID string, expires time
 // approval's, from the deadline's very instant; nor for an approval of
 // another project, though signed with this project's key; nor with a form
 // past 64 KiB.
-func TestMRReviewLinkLimits(t *testing.T) {
+func TestReviewLinkLimits(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	ana := w.addMailedMember("Ana Diaz", "approver")
@@ -310,7 +310,7 @@ func TestMRReviewLinkLimits(t *testing.T) {
 	if theirs.Approval == nil {
 		t.Fatalf("the other project's run is %s", theirs.Status)
 	}
-	foreign := w.mrSignReview(w.approvalStatus(theirs.Approval.ID), ana.ID, a.ExpiresAt)
+	foreign := w.signReviewLink(w.approvalStatus(theirs.Approval.ID), ana.ID, a.ExpiresAt)
 	wantPage(t, w.do("GET", foreign, "", nil), 404, "This review link is not valid")
 	wantPage(t, w.postForm(foreign, "decision=approve"), 404, "This review link is not valid")
 	if got := w.approvalStatus(theirs.Approval.ID); got.Status != approvals.Pending {
@@ -321,8 +321,8 @@ func TestMRReviewLinkLimits(t *testing.T) {
 	big := "decision=approve&note=" + strings.Repeat("x", 64<<10)
 	wantPage(t, w.postForm(link, big), 400, "The form is larger than 64 KiB; nothing was decided.")
 
-	early := w.mrSignReview(a, ana.ID, start.Add(time.Minute))
-	late := w.mrSignReview(a, ana.ID, a.ExpiresAt.Add(time.Hour))
+	early := w.signReviewLink(a, ana.ID, start.Add(time.Minute))
+	late := w.signReviewLink(a, ana.ID, a.ExpiresAt.Add(time.Hour))
 	w.clock.Advance(time.Minute) // the token's deadline, not the approval's
 	wantPage(t, w.do("GET", early, "", nil), 410, "This approval has expired")
 	wantPage(t, w.postForm(early, "decision=approve"), 410, "This approval has expired")
@@ -338,7 +338,7 @@ func TestMRReviewLinkLimits(t *testing.T) {
 // With a quorum, a link of someone outside the group is refused, the first
 // vote is counted and says what it still waits on, and the voter's link
 // is refused afterwards.
-func TestMRReviewQuorum(t *testing.T) {
+func TestReviewQuorum(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	ana := w.addMailedMember("Ana Diaz", "approver")
@@ -371,7 +371,7 @@ func TestMRReviewQuorum(t *testing.T) {
 // A customer's page moves past events it does not see: a page holding
 // only a log line is empty, and its nextAfter is past that line, so that
 // paging goes on instead of stopping there or reading it again.
-func TestMRCustomerPagesPastHiddenEvents(t *testing.T) {
+func TestCustomerPagesPastHiddenEvents(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	run := w.wait(w.start("plain", "alice", nil).ID, "terminal")
@@ -397,12 +397,12 @@ func TestMRCustomerPagesPastHiddenEvents(t *testing.T) {
 	}
 }
 
-// mrPad is a plain run's body padded to exactly n bytes.
-func mrPad(t *testing.T, n int) []byte {
+// paddedRunBody is a plain run's body padded to exactly n bytes.
+func paddedRunBody(t *testing.T, n int) []byte {
 	t.Helper()
 	head, tail := `{"endUserId": "alice", "input": {"pad": "`, `"}}`
 	if n < len(head)+len(tail) {
-		t.Fatalf("mrPad: %d bytes is too short", n)
+		t.Fatalf("paddedRunBody: %d bytes is too short", n)
 	}
 	return []byte(head + strings.Repeat("x", n-len(head)-len(tail)) + tail)
 }
@@ -410,14 +410,14 @@ func mrPad(t *testing.T, n int) []byte {
 // A body of exactly MaxBody bytes passes, declared or chunked; one byte
 // more is refused with the limit in words, as is a bundle past MaxBundle.
 // A body that is not an object is refused in words.
-func TestMRBodyLimits(t *testing.T) {
+func TestBodyLimits(t *testing.T) {
 	t.Parallel()
 	w := setup(t, func(c *api.Config) { c.MaxBody, c.MaxBundle = 2<<10, 1<<10 })
 	path := "/v1/agents/plain/runs"
 	chunked := func(body []byte) *http.Request {
 		r := w.request("POST", path, w.developer, body)
 		r.ContentLength = -1
-		r.Body = mrReader(body)
+		r.Body = unsizedBody(body)
 		return r
 	}
 	bundle := testHandlers + "\n//" + strings.Repeat("x", 1<<10-len(testHandlers)-4) + "\n"
@@ -427,10 +427,10 @@ func TestMRBodyLimits(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"exactly the limit", w.request("POST", path, w.developer, mrPad(t, 2<<10)), 202, ""},
-		{"exactly the limit, chunked", chunked(mrPad(t, 2<<10)), 202, ""},
-		{"a byte more", w.request("POST", path, w.developer, mrPad(t, 2<<10+1)), 413, "request body is 2049 bytes; the limit is 2 KiB"},
-		{"a byte more, chunked", chunked(mrPad(t, 2<<10+1)), 413, "request body is larger than 2 KiB"},
+		{"exactly the limit", w.request("POST", path, w.developer, paddedRunBody(t, 2<<10)), 202, ""},
+		{"exactly the limit, chunked", chunked(paddedRunBody(t, 2<<10)), 202, ""},
+		{"a byte more", w.request("POST", path, w.developer, paddedRunBody(t, 2<<10+1)), 413, "request body is 2049 bytes; the limit is 2 KiB"},
+		{"a byte more, chunked", chunked(paddedRunBody(t, 2<<10+1)), 413, "request body is larger than 2 KiB"},
 		{"a bundle a byte over", w.request("POST", "/v1/deployments", w.owner, map[string]any{"bundle": bundle + "x", "config": json.RawMessage(testConfig)}),
 			413, "bundle is 1025 bytes; the limit is 1 KiB"},
 		{"an array", w.request("POST", path, w.developer, `[{"endUserId": "alice"}]`), 400, "the body must be a JSON object"},
@@ -450,8 +450,8 @@ func TestMRBodyLimits(t *testing.T) {
 	}
 }
 
-// mrReader is a body of unknown length (sent chunked).
-func mrReader(b []byte) io.ReadCloser {
+// unsizedBody is a body of unknown length (sent chunked).
+func unsizedBody(b []byte) io.ReadCloser {
 	return io.NopCloser(io.MultiReader(bytes.NewReader(b)))
 }
 
@@ -459,7 +459,7 @@ func mrReader(b []byte) io.ReadCloser {
 // string (a bundle of quotes takes twice its size in the body); a config
 // to MaxBody; an empty bundle is missing. Warnings of a config that
 // deploys come back with it.
-func TestMRDeployLimits(t *testing.T) {
+func TestDeployLimits(t *testing.T) {
 	t.Parallel()
 	w := setup(t, func(c *api.Config) { c.MaxBundle, c.MaxBody = 8<<10, 4<<10 })
 	count := func() int {
@@ -496,9 +496,9 @@ func TestMRDeployLimits(t *testing.T) {
 			t.Errorf("%s: %s %q, want %q", c.name, e.Code, e.Message, want)
 		}
 	}
-	mrWantInvalid(t, w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": "", "config": json.RawMessage(testConfig)}),
+	wantInvalid(t, w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": "", "config": json.RawMessage(testConfig)}),
 		"bundle: is required: the ESM bundle's source text, as a string")
-	mrWantInvalid(t, w.do("GET", "/v1/deployments?limit=0", w.owner, nil), "limit: must be a whole number from 1 to 500 (got \"0\")")
+	wantInvalid(t, w.do("GET", "/v1/deployments?limit=0", w.owner, nil), "limit: must be a whole number from 1 to 500 (got \"0\")")
 	if after := count(); after != before+1 {
 		t.Errorf("deployments %d → %d, want one more", before, after)
 	}
@@ -518,16 +518,16 @@ func TestMRDeployLimits(t *testing.T) {
 
 // A broker key is checked as a handler's is, and a record's value may not
 // be null; a list pages by ?limit=.
-func TestMRBrokerKeysAndPages(t *testing.T) {
+func TestBrokerKeysAndPages(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	for _, key := range []string{"a%01b", strings.Repeat("k", 513)} {
 		r := w.do("PUT", "/v1/broker/orders/"+key+"?endUserId=alice", w.owner, map[string]any{"value": 1})
-		if e := w.must(r, 400).apiErr(); e.Code != api.CodeInvalidArgument || len(mrFields(e)) != 1 || !strings.HasPrefix(mrFields(e)[0], "key: key must") {
-			t.Errorf("key %.12q: %s %v", key, e.Code, mrFields(e))
+		if e := w.must(r, 400).apiErr(); e.Code != api.CodeInvalidArgument || len(fieldProblems(e)) != 1 || !strings.HasPrefix(fieldProblems(e)[0], "key: key must") {
+			t.Errorf("key %.12q: %s %v", key, e.Code, fieldProblems(e))
 		}
 	}
-	mrWantInvalid(t, w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, `{"value": null}`),
+	wantInvalid(t, w.do("PUT", "/v1/broker/orders/o-1?endUserId=alice", w.owner, `{"value": null}`),
 		"value: is required: any JSON value but null (DELETE removes a record)")
 	var page wire.BrokerList
 	w.must(w.do("GET", "/v1/broker/orders?endUserId=alice", w.owner, nil), 200).decode(&page)
@@ -549,7 +549,7 @@ func TestMRBrokerKeysAndPages(t *testing.T) {
 
 // A handler's failure reaches a customer token as a code and fixed words:
 // never the handler's message, on the run, in its trace or on its stream.
-func TestMRCustomerSeesNoHandlerMessage(t *testing.T) {
+func TestCustomerSeesNoHandlerMessage(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	const secret = "db password hunter2 rejected"
@@ -603,7 +603,7 @@ func TestMRCustomerSeesNoHandlerMessage(t *testing.T) {
 }
 
 // A decision remembered with "when" is a schema rule, and reads as one.
-func TestMRRememberWhenIsASchemaRule(t *testing.T) {
+func TestRememberWhenIsASchemaRule(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m", "remember": { "max": "24h" } },`, 1)
