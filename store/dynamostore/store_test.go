@@ -369,6 +369,33 @@ func TestLostRunUpdateLeavesNothing(t *testing.T) {
 // TestEventsAcrossTailAndItems: events come back in order and without gaps
 // whatever mix of tail appends and commit items wrote them, from any
 // starting point.
+// TestFullTailFlushes: a commit whose events fit TailBytes on their own
+// but not beside the tail's is redone as a flush (a commit item), so the
+// run item's tail never holds more than TailBytes.
+func TestFullTailFlushes(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{TailBytes: 200}, f.client)
+	r := mustCreate(t, s, newRun("r1"), ev("e1"))
+	puts := f.count("PutItem")
+	for i := 2; i <= 11; i++ {
+		var err error
+		if r, err = s.CommitRun(t.Context(), store.RunCommit{Run: r, Events: []store.Event{ev(fmt.Sprintf("e%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.count("PutItem") == puts {
+		t.Fatal("10 commits of one event each with TailBytes 200 wrote no commit item: the tail took them all")
+	}
+	es, err := s.ListEvents(t.Context(), "r1", 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 11 || es[10].Seq != 11 || es[10].Type != "e11" {
+		t.Fatalf("events %+v, want e1..e11", es)
+	}
+}
+
 func TestEventsAcrossTailAndItems(t *testing.T) {
 	t.Parallel()
 	s := fresh(t, dynamostore.Options{TailBytes: 200})

@@ -16,6 +16,7 @@ var approvalTests = []test{
 	{"Approval/List", testApprovalList},
 	{"Approval/Due", testApprovalDue},
 	{"Approval/DueWithinASecond", testApprovalDueWithinASecond},
+	{"Approval/Superseded", testApprovalSuperseded},
 }
 
 func testApprovalGet(t *testing.T, s store.Store) {
@@ -85,6 +86,37 @@ func testApprovalList(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrInvalidCursor, "list approvals with a bad cursor")
 }
 
+// testApprovalSuperseded: an approval whose run moved on to another
+// approval without a decision on it is still one of the run's approvals,
+// pending as it was requested; the run's list pages through both.
+func testApprovalSuperseded(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, a1 := gatedRun(t, s, "p1", "r1", "apr1", t0, at(30*time.Minute))
+	a2 := newApproval("apr2", r, at(time.Minute), at(20*time.Minute))
+	r.ApprovalID = "apr2"
+	r.UpdatedAt = at(time.Minute)
+	_, err := s.CommitRun(ctx, store.RunCommit{Run: r, Events: []store.Event{event("approval.requested")}, Approval: &a2})
+	noErr(t, err, "commit a second approval while the first is pending")
+
+	same(t, getApproval(t, s, "apr1"), a1, "the first approval once the run awaits another")
+	same(t, getApproval(t, s, "apr2"), a2, "the second approval")
+	cases := []struct {
+		order store.ApprovalOrder
+		want  []string
+	}{
+		{store.NewestFirst, []string{"apr2", "apr1"}},
+		{store.ExpiringFirst, []string{"apr2", "apr1"}},
+	}
+	for _, tc := range cases {
+		for _, limit := range []int{1, 2} {
+			got := collect(t, limit, approvalIDOf, func(c string) (store.Page[approvals.Approval], error) {
+				return s.ListApprovals(ctx, store.ApprovalFilter{ProjectID: "p1", RunID: "r1", Order: tc.order, Cursor: c, Limit: limit})
+			})
+			sameIDs(t, got, tc.want, fmt.Sprintf("approvals of r1, order %q, by pages of %d", tc.order, limit))
+		}
+	}
+}
+
 func testApprovalDue(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	gatedRun(t, s, "p1", "r1", "a-3m", t0, at(3*time.Minute))
@@ -128,6 +160,7 @@ var decideTests = []test{
 	{"Decide/LeavesDueQueue", testDecideLeavesDueQueue},
 	{"Decide/ClearsLease", testDecideClearsLease},
 	{"Decide/RunStatusRefused", testDecideRunStatusRefused},
+	{"Decide/ReadOfAnother", testDecideReadOfAnother},
 }
 
 // testDecideLyingDeadlineAtTheDeadline: at the stored deadline itself an
@@ -448,6 +481,35 @@ func testDecideRunMoved(t *testing.T, s store.Store) {
 	_, _, err = s.DecideApproval(ctx, decide("p1", "apr2", approvals.Denied, at(2*time.Minute)))
 	wantErr(t, err, store.ErrConflict, "deny an approval the run no longer awaits")
 	same(t, getRun(t, s, "r2"), r2, "r2 after a conflict")
+
+	// So is awaiting under another id while this approval is still the
+	// run's last request.
+	r3, a4 := gatedRun(t, s, "p1", "r3", "apr4", t0, at(15*time.Minute))
+	r3.ApprovalID = "apr5"
+	r3, err = s.CommitRun(ctx, store.RunCommit{Run: r3})
+	noErr(t, err, "point r3 at another approval id")
+	_, _, err = s.DecideApproval(ctx, decide("p1", "apr4", approvals.Approved, at(2*time.Minute)))
+	wantErr(t, err, store.ErrConflict, "approve an approval the run does not await")
+	same(t, getApproval(t, s, "apr4"), a4, "apr4 after a conflict")
+	same(t, getRun(t, s, "r3"), r3, "r3 after a conflict")
+}
+
+// testDecideReadOfAnother: a Read of another approval is no read of the
+// one decided: the decision settles the approval it names, and the other
+// stays as it is.
+func testDecideReadOfAnother(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	gatedRun(t, s, "p1", "r1", "apr1", t0, at(15*time.Minute))
+	r2, a2 := gatedRun(t, s, "p1", "r2", "apr2", t0, at(15*time.Minute))
+	p := decide("p1", "apr1", approvals.Approved, at(time.Minute))
+	p.Read = &a2
+	gotA, gotR, err := s.DecideApproval(ctx, p)
+	noErr(t, err, "approve apr1 with a Read of apr2")
+	eq(t, gotA.ID, "apr1", "approval decided")
+	eq(t, gotR.ID, "r1", "run moved")
+	eq(t, getApproval(t, s, "apr1").Status, approvals.Approved, "apr1 after its approval")
+	same(t, getApproval(t, s, "apr2"), a2, "apr2 after a decision on apr1")
+	same(t, getRun(t, s, "r2"), r2, "r2 after a decision on apr1")
 }
 
 func testDecideLeavesQueues(t *testing.T, s store.Store) {

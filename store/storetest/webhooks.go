@@ -125,6 +125,14 @@ func testDeliveries(t *testing.T, s store.Store) {
 	eq(t, taken.Version, int64(2), "version after taking")
 	_, err = s.UpdateDelivery(ctx, got)
 	wantErr(t, err, store.ErrConflict, "take msg_1 on a stale version")
+	foreign := taken
+	foreign.ProjectID = "p2"
+	foreign.NextAt = at(5 * time.Minute)
+	_, err = s.UpdateDelivery(ctx, foreign)
+	wantErr(t, err, store.ErrNotFound, "update msg_1 as another project's")
+	got, err = s.GetDelivery(ctx, "p1", "msg_1")
+	noErr(t, err, "get msg_1")
+	same(t, got, taken, "msg_1 after an update as another project's")
 	sameIDs(t, due(at(time.Minute)), []string{"msg_2"}, "due while msg_1 is taken")
 
 	done := taken.Record(store.Attempt{At: at(time.Minute), Status: 200, LatencyMs: 12, Response: "ok"})
