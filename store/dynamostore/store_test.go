@@ -366,9 +366,6 @@ func TestLostRunUpdateLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestEventsAcrossTailAndItems: events come back in order and without gaps
-// whatever mix of tail appends and commit items wrote them, from any
-// starting point.
 // TestFullTailFlushes: a commit whose events fit TailBytes on their own
 // but not beside the tail's is redone as a flush (a commit item), so the
 // run item's tail never holds more than TailBytes.
@@ -396,6 +393,9 @@ func TestFullTailFlushes(t *testing.T) {
 	}
 }
 
+// TestEventsAcrossTailAndItems: events come back in order and without gaps
+// whatever mix of tail appends and commit items wrote them, from any
+// starting point.
 func TestEventsAcrossTailAndItems(t *testing.T) {
 	t.Parallel()
 	s := fresh(t, dynamostore.Options{TailBytes: 200})
