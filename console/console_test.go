@@ -283,3 +283,50 @@ func TestNoMarkupFromData(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRootRedirectsToConsole(t *testing.T) {
+	t.Parallel()
+	res := get(t, http.MethodGet, "/")
+	if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/console/" {
+		t.Errorf("GET /: %d Location %q, want 302 to /console/", res.StatusCode, res.Header.Get("Location"))
+	}
+	checkSecurityHeaders(t, "/", res)
+}
+
+func TestPagesAreIsolatedFromOpeners(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"/console/", "/console/app.js", "/status/run_1"} {
+		res := get(t, http.MethodGet, p)
+		if res.Header.Get("Cross-Origin-Opener-Policy") != "same-origin" || res.Header.Get("Cross-Origin-Resource-Policy") != "same-origin" {
+			t.Errorf("GET %s: COOP %q, CORP %q", p, res.Header.Get("Cross-Origin-Opener-Policy"), res.Header.Get("Cross-Origin-Resource-Policy"))
+		}
+	}
+}
+
+// TestStatusPolicyOnlyAddsHTTPSImages: the status page's policy is the
+// strict one with https: images (the project's logo), nothing else.
+func TestStatusPolicyOnlyAddsHTTPSImages(t *testing.T) {
+	t.Parallel()
+	want := strings.Replace(console.ContentSecurityPolicy, "img-src 'self' data:;", "img-src 'self' data: https:;", 1)
+	if want == console.ContentSecurityPolicy || console.StatusContentSecurityPolicy != want {
+		t.Errorf("status page policy %q, want %q", console.StatusContentSecurityPolicy, want)
+	}
+}
+
+// TestETagsAreContentHashes: each asset's ETag is a quoted hash of its
+// bytes, so a new binary with changed assets invalidates caches.
+func TestETagsAreContentHashes(t *testing.T) {
+	t.Parallel()
+	etag := regexp.MustCompile(`^"[0-9a-f]{24}"$`)
+	seen := map[string]string{}
+	for url := range served(t) {
+		tag := get(t, http.MethodGet, url).Header.Get("ETag")
+		if !etag.MatchString(tag) {
+			t.Errorf("GET %s: ETag %q", url, tag)
+		}
+		if other, ok := seen[tag]; ok {
+			t.Errorf("%s and %s share the ETag %s", url, other, tag)
+		}
+		seen[tag] = url
+	}
+}
