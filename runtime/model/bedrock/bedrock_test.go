@@ -38,6 +38,7 @@ type recorded struct {
 	status    int
 	errorType string // x-amzn-ErrorType for error answers
 	file      string
+	header    map[string]string
 }
 
 func (f *fakeBedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +64,9 @@ func (f *fakeBedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("x-amzn-RequestId", "5d2b8b3e-0000-4000-8000-000000000000")
+	for k, v := range rec.header {
+		w.Header().Set(k, v)
+	}
 	if rec.errorType != "" {
 		w.Header().Set("x-amzn-ErrorType", rec.errorType+":http://internal.amazon.com/coral/com.amazon.bedrock/")
 	}
@@ -231,5 +235,116 @@ func TestEgressRefusedEndpointIsNotRetryable(t *testing.T) {
 	}
 	if len(f.bodies) != 0 {
 		t.Errorf("the endpoint saw %d requests", len(f.bodies))
+	}
+}
+
+// TestConverseRequestEdges: temperature alone, a max beyond int32, an
+// assistant turn of tool calls only (no text block) or of nothing (one
+// blank text block), arguments that are no object, and a schema that is no
+// JSON.
+func TestConverseRequestEdges(t *testing.T) {
+	t.Parallel()
+	c, f := setup(t, recorded{status: 200, file: "converse_text.json"}, recorded{status: 200, file: "converse_text.json"})
+	temp := 0.5
+	_, err := c.Complete(context.Background(), model.Request{
+		Temperature: &temp, MaxTokens: 1 << 33,
+		Messages: []model.Message{
+			{Role: model.User, Content: "x"},
+			{Role: model.Assistant, ToolCalls: []model.ToolCall{{ID: "t1", Name: "n", Arguments: "[1]"}}},
+			{Role: model.ToolRole, ToolCallID: "t1", Content: "r"},
+			{Role: model.Assistant},
+		},
+		Tools: []model.Tool{{Name: "bad", InputSchema: json.RawMessage(`nope`)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.bodies[0]
+	if got := compact(t, b["inferenceConfig"]); got != `{"maxTokens":2147483647,"temperature":0.5}` {
+		t.Errorf("inferenceConfig = %s", got)
+	}
+	want := `[{"content":[{"text":"x"}],"role":"user"},` +
+		`{"content":[{"toolUse":{"input":{},"name":"n","toolUseId":"t1"}}],"role":"assistant"},` +
+		`{"content":[{"toolResult":{"content":[{"text":"r"}],"status":"success","toolUseId":"t1"}}],"role":"user"},` +
+		`{"content":[{"text":" "}],"role":"assistant"}]`
+	if got := compact(t, b["messages"]); got != want {
+		t.Errorf("messages\n got %s\nwant %s", got, want)
+	}
+	if got := compact(t, b["toolConfig"]); got != `{"tools":[{"toolSpec":{"inputSchema":{"json":{"type":"object"}},"name":"bad"}}]}` {
+		t.Errorf("toolConfig = %s", got)
+	}
+
+	if _, err := c.Complete(context.Background(), model.Request{Temperature: &temp, Messages: []model.Message{{Role: model.User}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := compact(t, f.bodies[1]["inferenceConfig"]); got != `{"temperature":0.5}` {
+		t.Errorf("a temperature alone: inferenceConfig = %s", got)
+	}
+}
+
+func TestOutputToolIsACallWithoutASchema(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t, recorded{status: 200, file: "converse_output_tool.json"})
+	resp, err := c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}})
+	if err != nil || len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != bedrock.OutputTool {
+		t.Errorf("response = %+v, %v", resp, err)
+	}
+}
+
+func TestConverseErrorsRetryable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		rec       recorded
+		retryable bool
+		after     time.Duration
+	}{
+		{"an unknown code in a 5xx", recorded{status: 503, errorType: "SomethingNewException", file: "validation.json"}, true, 0},
+		{"a model not ready", recorded{status: 400, errorType: "ModelNotReadyException", file: "validation.json"}, true, 0},
+		{"throttled with Retry-After", recorded{status: 429, errorType: "ThrottlingException", file: "throttling.json", header: map[string]string{"Retry-After": "2"}}, true, 2 * time.Second},
+		{"a negative Retry-After", recorded{status: 429, errorType: "ThrottlingException", file: "throttling.json", header: map[string]string{"Retry-After": "-2"}}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := setup(t, tc.rec)
+			_, err := c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}})
+			var pe *model.Error
+			if !errors.As(err, &pe) || pe.Retryable != tc.retryable || pe.RetryAfter != tc.after || pe.Status != tc.rec.status {
+				t.Errorf("err = %#v", err)
+			}
+		})
+	}
+}
+
+func TestNoAnswerIsRetryable(t *testing.T) {
+	t.Parallel()
+	c, err := bedrock.New(context.Background(), bedrock.Options{
+		ModelID: modelID, Region: "us-east-1", BaseEndpoint: "http://127.0.0.1:1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret-test-key", ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}})
+	if !model.IsRetryable(err) {
+		t.Errorf("err = %v, want retryable", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Complete(ctx, model.Request{Messages: []model.Message{{Role: model.User, Content: "x"}}}); err != context.Canceled {
+		t.Errorf("cancelled: err = %#v, want context.Canceled itself", err)
+	}
+}
+
+func TestRefusedInput(t *testing.T) {
+	t.Parallel()
+	creds := credentials.NewStaticCredentialsProvider("AKIDTEST", "secret-test-key", "")
+	if _, err := bedrock.New(context.Background(), bedrock.Options{ModelID: modelID, Credentials: creds}); err == nil {
+		t.Error("New without a region: no error")
+	}
+	c, _ := setup(t)
+	_, err := c.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: "system", Content: "x"}}})
+	if err == nil || !strings.Contains(err.Error(), `message role "system" is not user, assistant or tool`) {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -98,6 +98,16 @@ func TestErrors(t *testing.T) {
 		{"error inside a 200", 200, nil, `{"error":{"message":"upstream overloaded","code":503}}`, true, 0, "HTTP 503: upstream overloaded"},
 		{"not JSON", 200, nil, `hello`, false, 0, "not chat-completions JSON"},
 		{"no choices", 200, nil, `{"choices":[]}`, false, 0, "no choices"},
+		{"conflict", 409, nil, `{"error":{"message":"busy"}}`, true, 0, "HTTP 409: busy"},
+		{"request timeout", 408, nil, `{"error":{"message":"too slow"}}`, true, 0, "HTTP 408: too slow"},
+		{"server error with seconds", 500, map[string]string{"Retry-After": "1.5"}, `{"error":{"message":"oops"}}`, true, 1500 * time.Millisecond, "HTTP 500: oops"},
+		{"a negative Retry-After", 503, map[string]string{"Retry-After": "-5"}, `{"error":{"message":"down"}}`, true, 0, "HTTP 503: down"},
+		{"a Retry-After date past", 503, map[string]string{"Retry-After": "Wed, 31 Dec 2025 23:59:00 GMT"}, `{"error":{"message":"down"}}`, true, 0, "HTTP 503: down"},
+		{"a timeout inside a 200", 200, nil, `{"error":{"message":"slow","code":408}}`, true, 0, "HTTP 408: slow"},
+		{"a redirect answer", 300, nil, `{"choices":[{"message":{"content":"hi"}}]}`, false, 0, "HTTP 300"},
+		{"a long text body is cut", 502, nil, strings.Repeat("x", 400), true, 0, "HTTP 502: " + strings.Repeat("x", 300) + "…"},
+		{"a key across the cut", 502, nil, strings.Repeat("x", 290) + "sk-secret-key-123" + strings.Repeat("y", 100), true, 0, strings.Repeat("x", 290) + "[REDACTED]…"},
+		{"a key as the code", 400, nil, `{"error":{"message":"bad","code":"sk-secret-key-123"}}`, false, 0, "HTTP 400 [REDACTED]: bad"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,5 +158,97 @@ func TestEgressRefusedIsNotRetryable(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the server saw %d requests", n)
+	}
+}
+
+func TestAnswers(t *testing.T) {
+	t.Parallel()
+	cost := func(f float64) *float64 { return &f }
+	for _, tc := range []struct {
+		name    string
+		header  map[string]string
+		body    string
+		content string
+		cost    *float64
+	}{
+		{"content wins over a refusal", nil, `{"choices":[{"message":{"content":"yes","refusal":"no"}}]}`, "yes", nil},
+		{"a refusal when no content", nil, `{"choices":[{"message":{"content":"","refusal":"no"}}]}`, "no", nil},
+		{"choices win over an error", nil, `{"choices":[{"message":{"content":"yes"}}],"error":{"message":"warn"}}`, "yes", nil},
+		{"the usage's cost wins over the header", map[string]string{"x-litellm-response-cost": "0.25"},
+			`{"choices":[{"message":{"content":"c"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"cost":0.5}}`, "c", cost(0.5)},
+		{"a negative header cost is ignored", map[string]string{"x-litellm-response-cost": "-1"}, `{"choices":[{"message":{"content":"c"}}]}`, "c", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := server(t, 200, tc.header, tc.body)
+			resp, err := c.Complete(context.Background(), model.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Content != tc.content || (resp.Usage.CostUSD == nil) != (tc.cost == nil) || (tc.cost != nil && *resp.Usage.CostUSD != *tc.cost) {
+				t.Errorf("response = %+v (cost %v)", resp, resp.Usage.CostUSD)
+			}
+		})
+	}
+}
+
+func TestDefaultsSent(t *testing.T) {
+	t.Parallel()
+	c, got := server(t, 200, nil, `{"choices":[{"message":{"content":"{}"}}]}`)
+	if _, err := c.Complete(context.Background(), model.Request{Tools: []model.Tool{{Name: "t"}}, OutputSchema: json.RawMessage(`{"type":"object"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"m","messages":null,"tools":[{"type":"function","function":{"name":"t","parameters":{"type":"object"}}}],` +
+		`"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":{"type":"object"},"strict":false}}}`
+	if string(*got) != want {
+		t.Errorf("request\n got %s\nwant %s", *got, want)
+	}
+}
+
+func TestNoKeyNoAuthorization(t *testing.T) {
+	t.Parallel()
+	auths := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auths <- r.Header.Get("Authorization")
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"hi"}}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := openai.New(openai.Options{BaseURL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(context.Background(), model.Request{})
+	if auth := <-auths; err != nil || auth != "" {
+		t.Errorf("Authorization %q, %v; want none", auth, err)
+	}
+}
+
+func TestTooLargeAnswer(t *testing.T) {
+	t.Parallel()
+	body := `{"choices":[{"message":{"content":"hi"}}]}`
+	c, _ := server(t, 200, nil, body+strings.Repeat(" ", openai.MaxResponse+1-len(body)))
+	_, err := c.Complete(context.Background(), model.Request{})
+	var pe *model.Error
+	if !errors.As(err, &pe) || pe.Retryable || !strings.Contains(err.Error(), "the answer is larger than 8388608 bytes") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestCancelledIsTheContextsError(t *testing.T) {
+	t.Parallel()
+	c, _ := openai.New(openai.Options{BaseURL: "http://127.0.0.1:1", Model: "m"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Complete(ctx, model.Request{}); err != context.Canceled {
+		t.Errorf("err = %#v, want context.Canceled itself", err)
+	}
+}
+
+func TestNewRequiresBaseURLAndModel(t *testing.T) {
+	t.Parallel()
+	for _, o := range []openai.Options{{Model: "m"}, {BaseURL: "http://127.0.0.1:1"}} {
+		if _, err := openai.New(o); err == nil {
+			t.Errorf("New(%+v): no error", o)
+		}
 	}
 }
