@@ -31,3 +31,20 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRegion: without a region anywhere, bootstrap says to set one
+// before it tries the table.
+func TestNoRegion(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials",
+	} {
+		t.Setenv(k, v)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bootstrap", "-name", "Acme", "-table", "t"}, func(string) string { return "" }, &stdout, &stderr)
+	if want := "admin bootstrap: no AWS region: set AWS_REGION (or a region in your AWS profile) to the stack's region\n"; code != 1 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("exit %d, stderr %q, stdout %q", code, stderr.String(), stdout.String())
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"stead/infra/moto"
 	"stead/store"
 )
@@ -106,5 +108,19 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	srv := emulator.Get(t)
 	if _, err := New(srv.S3(), Options{}); err == nil {
 		t.Error("New without a bucket: no error")
+	}
+}
+
+func TestKeysHaveThePrefix(t *testing.T) {
+	t.Parallel()
+	d := digest([]byte("x"))
+	for prefix, want := range map[string]string{"": "bundles/" + d, "spill/": "spill/" + d} {
+		s, err := New(s3.New(s3.Options{}), Options{Bucket: "b", Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, err := s.key(d); err != nil || k != want {
+			t.Errorf("prefix %q: key %q, %v; want %q", prefix, k, err, want)
+		}
 	}
 }
