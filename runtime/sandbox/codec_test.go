@@ -45,6 +45,7 @@ func codecMessages() []*message {
 		{T: msgDone, Seq: 8, Done: &doneMsg{Output: jsontext.Value(`null`), Cost: costMsg{CostUSD: 1e21}, Untrusted: []string{}, Logs: []logMsg{}}},
 		{T: msgDone, Seq: 9, Done: &doneMsg{Output: jsontext.Value(`1`), Cost: costMsg{CostUSD: -123456.5, TokensInput: -1}}},
 		{T: msgDone, Seq: 10, Done: &doneMsg{Output: jsontext.Value(`[]`), Cost: costMsg{CostUSD: 5e-7}}},
+		{T: msgDone, Seq: 11, Done: &doneMsg{Output: jsontext.Value(`0`), Cost: costMsg{CostUSD: 1e-6}}}, // the smallest number JavaScript prints without an exponent
 	}
 }
 
