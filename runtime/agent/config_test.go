@@ -42,6 +42,24 @@ func problems(t testing.TB, src string) []agent.Problem {
 	return ce.Problems
 }
 
+// wantProblems checks that src is invalid with exactly the problems want,
+// in any order.
+func wantProblems(t *testing.T, src string, want []string) {
+	t.Helper()
+	var got []string
+	for _, p := range problems(t, src) {
+		got = append(got, p.String())
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("missing problem\n  %s\ngot:\n  %s", w, strings.Join(got, "\n  "))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d problems, want %d:\n  %s", len(got), len(want), strings.Join(got, "\n  "))
+	}
+}
+
 func readFile(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -121,18 +120,7 @@ func TestMCPToolsProblems(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var got []string
-			for _, p := range problems(t, tc.src) {
-				got = append(got, p.String())
-			}
-			for _, w := range tc.want {
-				if !slices.Contains(got, w) {
-					t.Errorf("missing problem\n  %s\ngot:\n  %s", w, strings.Join(got, "\n  "))
-				}
-			}
-			if len(got) != len(tc.want) {
-				t.Errorf("%d problems, want %d:\n  %s", len(got), len(tc.want), strings.Join(got, "\n  "))
-			}
+			wantProblems(t, tc.src, tc.want)
 		})
 	}
 }
