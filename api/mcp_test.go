@@ -499,3 +499,159 @@ func (c checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	checkExchange(c.t, exchange{req: req, reqBody: reqBody, status: resp.StatusCode, header: resp.Header, body: body})
 	return resp, nil
 }
+
+// A client that declares the tasks extension gets a task only for a call
+// still waiting for a person: a call that settled within the wait answers
+// with its result. tasks/cancel of a call that already ended is
+// acknowledged and changes nothing; tasks/get and tasks/cancel without a
+// taskId are refused as such; a cancelled call answers stead_call_result
+// as cancelled, a tool error.
+func TestMCPTasksOfSettledCalls(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.MCPWait = 200 * time.Millisecond })
+	key := w.newMCPKey("refunds", "alice").Key
+	cs := w.mcpClient(key, true)
+
+	res := callTool(t, cs, "listOrders", map[string]any{})
+	if res.IsError || !strings.Contains(text(res), `"user":"alice"`) {
+		t.Fatalf("a settled call of a tasks client answers %v %q, want its result", res.IsError, text(res))
+	}
+	ended := callIDOf(t, res)
+	if err := mcpclient.CancelTask(t.Context(), cs, ended); err != nil {
+		t.Errorf("tasks/cancel of a call that ended: %v, want it acknowledged", err)
+	}
+	if got, err := mcpclient.GetTask(t.Context(), cs, ended); err != nil || got.Status != "completed" {
+		t.Errorf("after tasks/cancel of an ended call, tasks/get = %+v, %v; want completed", got, err)
+	}
+
+	if _, err := mcpclient.GetTask(t.Context(), cs, ""); err == nil || !strings.Contains(err.Error(), "taskId is required") {
+		t.Errorf("tasks/get without a taskId: %v", err)
+	}
+	if err := mcpclient.CancelTask(t.Context(), cs, ""); err == nil || !strings.Contains(err.Error(), "taskId is required") {
+		t.Errorf("tasks/cancel without a taskId: %v", err)
+	}
+
+	task := w.rawTaskCall(key, map[string]any{"orderId": "o-1", "amount": 3})
+	if want := "waiting for approval " + task.approvalID(w) + " of refundOrder, expires 2026-11-29T12:10:00Z"; task.StatusMessage != want {
+		t.Errorf("status message %q, want %q", task.StatusMessage, want)
+	}
+	if err := mcpclient.CancelTask(t.Context(), cs, task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	res = callTool(t, w.mcpClient(key, false), "stead_call_result", map[string]any{"callId": task.TaskID})
+	if !res.IsError || text(res) != "Cancelled: the call was cancelled before it ran to the end." {
+		t.Errorf("stead_call_result of a cancelled call: %v %q", res.IsError, text(res))
+	}
+}
+
+// A call waiting on a quorum says how far it has come, in the task and in
+// the pending result alike.
+func TestMCPQuorumProgress(t *testing.T) {
+	t.Parallel()
+	w := setup(t, func(c *api.Config) { c.MCPWait = 200 * time.Millisecond })
+	var ana, bo wire.Member
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Ana Diaz", "role": "approver"}), 201).decode(&ana)
+	w.must(w.do("POST", "/v1/members", w.owner, map[string]any{"name": "Bo Li", "role": "approver"}), 201).decode(&bo)
+	w.must(w.do("POST", "/v1/groups", w.owner, map[string]any{"name": "finance", "members": []string{ana.ID, bo.ID}}), 201)
+	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`,
+		`"approvals": { "timeout": "10m", "approvers": { "group": "finance", "min": 2 } },`, 1)
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
+	key := w.newMCPKey("refunds", "alice").Key
+
+	task := w.rawTaskCall(key, map[string]any{"orderId": "o-1", "amount": 3})
+	want := "waiting for approval " + task.approvalID(w) + " of refundOrder, expires 2026-11-29T12:10:00Z (0 of 2 from finance — waiting on Ana Diaz, Bo Li)"
+	if task.StatusMessage != want {
+		t.Errorf("status message %q, want %q", task.StatusMessage, want)
+	}
+	res := callTool(t, w.mcpClient(key, false), "stead_call_result", map[string]any{"callId": task.TaskID})
+	if !res.IsError || !strings.HasPrefix(text(res), "Not run yet: "+want+". ") {
+		t.Errorf("the pending result says %q, want it to start with %q", text(res), "Not run yet: "+want+". ")
+	}
+}
+
+// tagsConfig adds to the plain agent a tool answering an array, declared
+// with an array output schema, and a tool whose input is an array.
+var tagsConfig = strings.Replace(testConfig, `"tools": { "addNote": { "effect": "write" } },`,
+	`"tools": { "addNote": { "effect": "write" }, "listTags": { "effect": "read", "output": { "type": "array" } },
+	  "countTags": { "effect": "read", "input": { "type": "array" } } },`, 1)
+
+const tagsHandlers = testHandlers + `
+export async function listTags(input, context) {
+  return ["a", "b"];
+}
+
+export async function countTags(input, context) {
+  return input.length;
+}
+`
+
+// tools/list follows the latest deployment of the key's project: tools a
+// new deployment adds appear, another project's tools of an agent of the
+// same name do not. A tool whose input is not an object is not listed; a
+// non-object output schema is not described, nor is a non-object output
+// structured content.
+func TestMCPToolsFollowTheDeployment(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	names := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tl := range res.Tools {
+			out = append(out, tl.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	cs := w.mcpClient(w.newMCPKey("plain", "alice").Key, false)
+	if got := names(cs); got != "addNote,stead_call_result" {
+		t.Fatalf("tools before the new deployment: %s", got)
+	}
+	if tagsConfig == testConfig {
+		t.Fatal("fixture: the config did not change")
+	}
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": tagsHandlers, "config": json.RawMessage(tagsConfig)}), 201)
+	w.deploy(w.other) // project B's second deployment, as A's: the same version of an agent of the same name
+	if got := names(cs); got != "addNote,listTags,stead_call_result" {
+		t.Errorf("tools after the new deployment: %s, want addNote,listTags,stead_call_result", got)
+	}
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == "listTags" && tl.OutputSchema != nil {
+			t.Errorf("listTags describes the output schema %v, which is not an object", tl.OutputSchema)
+		}
+	}
+	tags := callTool(t, cs, "listTags", map[string]any{})
+	if tags.IsError || text(tags) != `["a","b"]` || tags.StructuredContent != nil {
+		t.Errorf("listTags: %v %q, structured content %v", tags.IsError, text(tags), tags.StructuredContent)
+	}
+
+	var k wire.MCPKey
+	w.must(w.do("POST", "/v1/mcp-keys", w.other, map[string]any{"agent": "plain", "endUserId": "bob"}), 201).decode(&k)
+	if got := names(w.mcpClient(k.Key, false)); got != "addNote,stead_call_result" {
+		t.Errorf("project B's plain lists %s, want addNote,stead_call_result", got)
+	}
+}
+
+// A call a deny rule refuses is a tool error worded as a refusal, apart
+// from a person's denial.
+func TestMCPPolicyDenied(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	cfg := strings.Replace(testConfig, `"approvals": { "timeout": "10m" },`, `"approvals": { "timeout": "10m" },
+      "policy": [ { "tool": "refundOrder", "decision": "deny", "reason": "large refunds go to finance",
+        "when": { "required": ["amount"], "properties": { "amount": { "exclusiveMinimum": 500 } } } } ],`, 1)
+	if cfg == testConfig {
+		t.Fatal("fixture: the config did not change")
+	}
+	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
+	res := callTool(t, w.mcpClient(w.newMCPKey("refunds", "alice").Key, false), "refundOrder", map[string]any{"orderId": "o-1", "amount": 900})
+	if want := "Refused by policy: refundOrder was denied by policy: denied by policy rule 0: large refunds go to finance. The tool did not run."; !res.IsError || text(res) != want {
+		t.Errorf("a call a deny rule refuses: %v %q, want %q", res.IsError, text(res), want)
+	}
+}

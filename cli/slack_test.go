@@ -436,9 +436,15 @@ func TestSlackRefusesEditedInput(t *testing.T) {
 	if e := s.slack.Ephemerals(); len(e) != 1 || e[0].User != bo.ID || !strings.Contains(e[0].Text, "changed since you read it") {
 		t.Errorf("Bo's click on the old message: ephemerals %+v; want one saying the input changed", e)
 	}
+	// Deny on the old message opens no modal: the reason would be asked
+	// for an input Bo has not seen.
+	s.signed(s.slack.Click(t, bo, old, slack.ActionDeny))
+	if e := s.slack.Ephemerals(); len(e) != 2 || e[1].User != bo.ID || !strings.Contains(e[1].Text, "changed since you read it") || len(s.slack.Views()) != 0 {
+		t.Errorf("Bo's Deny on the old message: ephemerals %+v, %d views; want one more saying the input changed, and no modal", e, len(s.slack.Views()))
+	}
 	a := s.approval(run.ApprovalID)
 	if a.Status != approvals.Pending || len(a.Votes) != 1 || a.Votes[0].Name != "Ana Diaz" {
-		t.Fatalf("after Bo's refused click: %s with votes %+v", a.Status, a.Votes)
+		t.Fatalf("after Bo's refused clicks: %s with votes %+v", a.Status, a.Votes)
 	}
 
 	s.pass()
@@ -559,5 +565,64 @@ func TestSlackOtherProject(t *testing.T) {
 	s.signed(s.slack.Click(t, ana, m, slack.ActionApprove))
 	if a := s.approval(mineAp.ID); a.Status != approvals.Approved {
 		t.Errorf("the served project's approval is %s after Ana's click, want approved", a.Status)
+	}
+}
+
+// TestSlackOneUserLinkedToSeveralMembers: a Slack user linked to two
+// members (which linking refuses, but the store may hold) decides nothing:
+// Stead cannot tell who decides, and says so naming both.
+func TestSlackOneUserLinkedToSeveralMembers(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	ctx := context.Background()
+	_, anaID := s.member("Ana Diaz", "approver", ana.ID)
+	_, boID := s.member("Bo Li", "approver", "")
+	bo, err := s.stack.Store.GetMember(ctx, s.project, boID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo.Chat = append(bo.Chat, store.ChatIdentity{Kind: slack.Name, Team: slackTeam, User: ana.ID})
+	if _, err := s.stack.Store.UpdateMember(ctx, bo); err != nil {
+		t.Fatal(err)
+	}
+	run := s.startAwaiting("o-1007")
+	s.pass()
+	s.signed(s.slack.Click(t, ana, s.message(run.ApprovalID), slack.ActionApprove))
+	// Members made in the same instant are listed by id: either order.
+	e := s.slack.Ephemerals()
+	if len(e) != 1 || e[0].User != ana.ID || !strings.HasPrefix(e[0].Text, "Your Slack account is linked to 2 members of this project (") ||
+		!strings.Contains(e[0].Text, "Ana Diaz ("+anaID+")") || !strings.Contains(e[0].Text, "Bo Li ("+boID+")") || !strings.Contains(e[0].Text, "so Stead cannot tell who decides") {
+		t.Errorf("ephemeral answers %+v; want one to Ana saying she is linked to Ana Diaz (%s) and Bo Li (%s)", e, anaID, boID)
+	}
+	if a := s.approval(run.ApprovalID); a.Status != approvals.Pending || len(a.Votes) != 0 {
+		t.Errorf("after the click the approval is %s with %d votes", a.Status, len(a.Votes))
+	}
+}
+
+// TestSlackDenyReasonRefused: a reason past 2000 characters keeps the
+// modal open saying so; a reason submitted after the approval expired
+// keeps it open saying it can no longer be denied. Neither decides.
+func TestSlackDenyReasonRefused(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	s.member("Ana Diaz", "approver", ana.ID)
+	run := s.startAwaiting("o-1008")
+	s.pass()
+	s.signed(s.slack.Click(t, ana, s.message(run.ApprovalID), slack.ActionDeny))
+	views := s.slack.Views()
+	if len(views) != 1 {
+		t.Fatalf("views after Deny: %+v", views)
+	}
+	if answer := s.signed(s.slack.Submit(t, ana, views[0], strings.Repeat("r", 2001))); !strings.Contains(answer, `"response_action":"errors"`) ||
+		!strings.Contains(answer, "the reason must be at most 2000 characters long") {
+		t.Errorf("a reason of 2001 characters answers %s", answer)
+	}
+	s.clock.Advance(16 * time.Minute)
+	if answer := s.signed(s.slack.Submit(t, ana, views[0], "too late")); !strings.Contains(answer, `"response_action":"errors"`) ||
+		!strings.Contains(answer, "expired at") || !strings.Contains(answer, "it can no longer be denied") {
+		t.Errorf("a reason after the expiry answers %s", answer)
+	}
+	if a := s.approval(run.ApprovalID); a.Status == approvals.Denied || a.Note != "" {
+		t.Errorf("after the refused submissions the approval is %s with note %q", a.Status, a.Note)
 	}
 }
