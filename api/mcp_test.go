@@ -651,7 +651,7 @@ func TestMCPPolicyDenied(t *testing.T) {
 	}
 	w.must(w.do("POST", "/v1/deployments", w.owner, map[string]any{"bundle": testHandlers, "config": json.RawMessage(cfg)}), 201)
 	res := callTool(t, w.mcpClient(w.newMCPKey("refunds", "alice").Key, false), "refundOrder", map[string]any{"orderId": "o-1", "amount": 900})
-	if want := "Refused by policy: refundOrder was denied by policy: denied by policy rule 0: large refunds go to finance. The tool did not run."; !res.IsError || text(res) != want {
+	if want := "Refused by policy: refundOrder was denied by policy rule 0: large refunds go to finance. The tool did not run."; !res.IsError || text(res) != want {
 		t.Errorf("a call a deny rule refuses: %v %q, want %q", res.IsError, text(res), want)
 	}
 }

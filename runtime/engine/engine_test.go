@@ -359,8 +359,9 @@ func TestPolicyRules(t *testing.T) {
 	// A matching deny rule beats requiresApproval: the run fails without asking.
 	r := h.start("rules", `{"text":"hello","amount":5000}`)
 	wantStatus(t, r, store.RunFailed, engine.CodePolicyDenied)
-	if !strings.Contains(r.Error.Message, "never automatic") {
-		t.Errorf("error = %+v", r.Error)
+	// Worded as a person's denial is ("refundOrder was denied by owner: …").
+	if want := "refundOrder was denied by policy rule 0: refunds of 1000 or more are never automatic"; r.Error.Message != want {
+		t.Errorf("error = %q, want %q", r.Error.Message, want)
 	}
 	if c := h.calls(r.ID, "refund"); len(c) != 0 {
 		t.Error("denied call ran")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"stead/approvals"
@@ -377,7 +378,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		}
 		policy = approvedPolicy(*approved)
 		if d, denied := x.deniedDespiteApproval(tool, input); denied {
-			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, policyDenial(tool.Name, d))
 		}
 	} else {
 		if err := tool.ValidateInput(input); err != nil {
@@ -395,7 +396,7 @@ func (x *execution) callTool(ctx context.Context, s *agent.Step, callID, toolNam
 		switch d.Outcome {
 		case agent.Deny:
 			x.emit("step.started", s.ID, map[string]any{"tool": tool.Name, "input": input, "idempotencyKey": key, "attempt": x.run.Attempts, "policy": policy})
-			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+			return stepOutput{}, x.fail(ctx, s.ID, CodePolicyDenied, policyDenial(tool.Name, d))
 		case agent.Ask:
 			return stepOutput{}, x.pause(ctx, s, callID, tool, input, d)
 		}
@@ -703,6 +704,16 @@ func decidedBy(a approvals.Approval, data map[string]any) map[string]any {
 func (x *execution) deniedDespiteApproval(tool *agent.Tool, input any) (agent.Verdict, bool) {
 	d := x.agent.Evaluate(tool.Name, input, x.run.Trust == store.Untrusted)
 	return d, d.Outcome == agent.Deny
+}
+
+// policyDenial is the failure of a call of tool that d denies, worded as a
+// person's denial is: "refundOrder was denied by policy rule 0: large
+// refunds go to finance".
+func policyDenial(tool string, d agent.Verdict) string {
+	if strings.HasPrefix(d.Reason, "denied by ") {
+		return tool + " was " + d.Reason
+	}
+	return fmt.Sprintf("%s was denied by policy: %s", tool, d.Reason)
 }
 
 // pause records an approval for the call and releases the run.

@@ -248,7 +248,7 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		}
 		policy = approvedPolicy(*a)
 		if d, denied := x.deniedDespiteApproval(tool, input); denied {
-			return x.fail(ctx, s.ID, CodePolicyDenied, fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason))
+			return x.fail(ctx, s.ID, CodePolicyDenied, policyDenial(tool.Name, d))
 		}
 	case a != nil:
 		// Denied or expired, and the run resumed: onDecline is tell-model.
@@ -282,7 +282,7 @@ func (x *execution) settle(ctx context.Context, s *agent.Step, st *loopState, tu
 		}
 		switch d.Outcome {
 		case agent.Deny:
-			msg := fmt.Sprintf("%s was denied by policy: %s", tool.Name, d.Reason)
+			msg := policyDenial(tool.Name, d)
 			if l.OnDecline != agent.DeclineTellModel {
 				x.emit("tool.rejected", s.ID, map[string]any{"callId": id, "tool": call.Name, "reason": "policy-denied", "message": msg, "policy": policy, "input": input})
 				return x.fail(ctx, s.ID, CodePolicyDenied, msg)
