@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,139 @@ func TestGroupMemberCheckIsInTheWrite(t *testing.T) {
 	}
 	if hook.ran != 3 {
 		t.Errorf("%d removals ran before a transaction, want 3", hook.ran)
+	}
+}
+
+// TestGroupMemberStoredMidWriteIsReadAgain: an older key's member whose
+// item is stored after a group write read the members (so that the read
+// missed the item) and before it read the member alone is read again, not
+// checked through its key, and the write then takes it.
+func TestGroupMemberStoredMidWriteIsReadAgain(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{}, f.client)
+	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "key_ci", ProjectID: "p1", Role: approvals.RoleApprover, Hash: "sha256-ci", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	legacy := store.LegacyMemberID("key_ci")
+	member, err := s.GetMember(ctx, "p1", legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member.Name, member.UpdatedAt = "Ci", t0.Add(time.Minute)
+	var batchRead, stored bool
+	f.set(func(op string) *http.Response {
+		switch {
+		case op == "BatchGetItem":
+			batchRead = true
+		case op == "GetItem" && batchRead && !stored:
+			// Between the batch read and the read of the member alone.
+			stored = true
+			if _, err := plain.UpdateMember(ctx, member); err != nil {
+				t.Errorf("store the older key's member before its read: %v", err)
+			}
+		}
+		return nil
+	})
+	before := f.count("BatchGetItem")
+	g := store.Group{ProjectID: "p1", Name: "finance", Members: []string{legacy}, CreatedAt: t0, UpdatedAt: t0}
+	if err := s.CreateGroup(ctx, g); err != nil {
+		t.Fatalf("create a group whose member is stored while it is read: %v", err)
+	}
+	f.set(nil)
+	if !stored {
+		t.Fatal("the member was not stored between the reads")
+	}
+	if n := f.count("BatchGetItem") - before; n != 2 {
+		t.Errorf("members read %d times, want 2 (read again after the item appeared)", n)
+	}
+	got, err := plain.GetGroup(ctx, "p1", "finance")
+	if err != nil || len(got.Members) != 1 || got.Members[0] != legacy {
+		t.Fatalf("group = %+v, %v; want %s its member", got, err, legacy)
+	}
+}
+
+// TestGroupDeletedMidUpdateIsNotFound: an update of a group deleted after
+// the update read it and before it wrote is store.ErrNotFound (the group
+// is gone), not store.ErrConflict (a stale version), and writes nothing.
+func TestGroupDeletedMidUpdateIsNotFound(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{}, f.client)
+	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	g := store.Group{ProjectID: "p1", Name: "finance", Description: "before", CreatedAt: t0, UpdatedAt: t0}
+	if err := s.CreateGroup(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	f.set(func(op string) *http.Response {
+		if op == "PutItem" && !deleted {
+			deleted = true
+			if err := plain.DeleteGroup(ctx, "p1", "finance"); err != nil {
+				t.Errorf("delete the group before the update's write: %v", err)
+			}
+		}
+		return nil
+	})
+	g.Version, g.Description, g.UpdatedAt = 1, "after", t0.Add(time.Minute)
+	_, err = s.UpdateGroup(ctx, g)
+	f.set(nil)
+	if !deleted {
+		t.Fatal("the group was not deleted before the update's write")
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update a group deleted before its write: %v, want ErrNotFound", err)
+	}
+	if _, err := plain.GetGroup(ctx, "p1", "finance"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("group after the refused update: %v, want ErrNotFound", err)
+	}
+}
+
+// TestGroupWriteChecksNinetyNineMembers: a group write that adds 99
+// members checks each of them in its transaction (the group item's put is
+// the 100th action), the last one too: a removal of it before the write
+// refuses the write.
+func TestGroupWriteChecksNinetyNineMembers(t *testing.T) {
+	t.Parallel()
+	plain := fresh(t, dynamostore.Options{})
+	var hook beforeTransact
+	s, err := dynamostore.New(aws.Get(t).DynamoDB(hook.Option), dynamostore.Options{Table: plain.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ids := make([]string, 99)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("mem_%03d", i)
+		if err := plain.CreateMember(ctx, newMember("p1", ids[i], approvals.RoleApprover)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := ids[len(ids)-1]
+	hook.set(func() {
+		if _, err := plain.RemoveMember(ctx, "p1", last, t0.Add(time.Minute)); err != nil {
+			t.Errorf("remove %s before the write: %v", last, err)
+		}
+	})
+	err = s.CreateGroup(ctx, store.Group{ProjectID: "p1", Name: "finance", Members: ids, CreatedAt: t0, UpdatedAt: t0})
+	var me *store.GroupMemberError
+	if !errors.As(err, &me) || me.Member != last || !me.Removed {
+		t.Fatalf("create a group of 99 whose last member is removed before the write: %v, want a GroupMemberError for %s", err, last)
+	}
+	if hook.ran != 1 {
+		t.Errorf("%d removals ran before a transaction, want 1", hook.ran)
+	}
+	if _, err := plain.GetGroup(ctx, "p1", "finance"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("group of the refused create: %v, want ErrNotFound", err)
 	}
 }
 

@@ -31,20 +31,23 @@ func ownerMembers(t *testing.T, raw rawTable, p string) string {
 
 // TestOwnerMembersSeeded: a project whose owner count predates members (it
 // counts owner keys only) gets its count of owner members — stored members
-// and the members of older keys — at the first write that changes it, and
-// the last owner rule holds from there.
+// and the members of older keys, owners only — at the first write that
+// changes it, and the last owner rule holds from there.
 func TestOwnerMembersSeeded(t *testing.T) {
 	t.Parallel()
 	s := fresh(t, dynamostore.Options{})
 	raw := newRawTable(t, s)
 	ctx := t.Context()
-	for _, k := range []store.APIKey{ownerKey("p1", "o1"), ownerKey("p1", "o2")} {
+	approverKey := store.APIKey{ID: "a1", ProjectID: "p1", Role: approvals.RoleApprover, Hash: "sha256-p1-a1", Prefix: "sk_a1", CreatedAt: t0}
+	for _, k := range []store.APIKey{ownerKey("p1", "o1"), ownerKey("p1", "o2"), approverKey} {
 		if err := s.CreateAPIKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateMember(ctx, newMember("p1", "mem_ana", approvals.RoleOwner)); err != nil {
-		t.Fatal(err)
+	for _, m := range []store.Member{newMember("p1", "mem_ana", approvals.RoleOwner), newMember("p1", "mem_bo", approvals.RoleApprover)} {
+		if err := s.CreateMember(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := ownerMembers(t, raw, "p1"); got != "3" {
 		t.Fatalf("owner members = %s, want 3 (ana and the members of o1 and o2)", got)
@@ -60,7 +63,7 @@ func TestOwnerMembersSeeded(t *testing.T) {
 		t.Fatalf("remove an owner member, count missing: %v", err)
 	}
 	if got := ownerMembers(t, raw, "p1"); got != "2" {
-		t.Fatalf("owner members after the removal = %s, want 2", got)
+		t.Fatalf("owner members after the removal = %s, want 2 (the members of o1 and o2; mem_bo and a1's member are no owners)", got)
 	}
 	if _, err := s.RevokeAPIKey(ctx, "p1", "o1", t0.Add(time.Minute)); err != nil {
 		t.Fatalf("revoke an older owner key: %v", err)

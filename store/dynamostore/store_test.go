@@ -259,6 +259,42 @@ func TestLargeOutputSpills(t *testing.T) {
 	})
 }
 
+// TestInlineCapIsTheLargestInlinePayload: a payload of exactly
+// Options.InlineCap bytes is kept in its item; one byte more, without a
+// blob store, is *TooLargeError. A payload under 96 bytes is its JSON after
+// one kind byte (never deflated).
+func TestInlineCapIsTheLargestInlinePayload(t *testing.T) {
+	t.Parallel()
+	p := store.Project{ID: "p1", CreatedAt: t0}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) >= 96 {
+		t.Fatalf("project JSON is %d bytes; the test wants one under 96, which is not deflated", len(data))
+	}
+	size := 1 + len(data)
+
+	s := fresh(t, dynamostore.Options{InlineCap: size})
+	if err := s.CreateProject(t.Context(), p); err != nil {
+		t.Fatalf("create a project of a %d-byte payload, InlineCap %d: %v", size, size, err)
+	}
+	got, err := s.GetProject(t.Context(), "p1")
+	if err != nil || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("project read back = %+v, %v", got, err)
+	}
+
+	s = fresh(t, dynamostore.Options{InlineCap: size - 1})
+	err = s.CreateProject(t.Context(), p)
+	var tl *dynamostore.TooLargeError
+	if !errors.As(err, &tl) || tl.Limit != size-1 {
+		t.Fatalf("create a project of a %d-byte payload, InlineCap %d: %v, want *TooLargeError", size, size-1, err)
+	}
+	if _, err := s.GetProject(t.Context(), "p1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("project of the refused create: %v, want ErrNotFound", err)
+	}
+}
+
 // bigJSON is a JSON object of about n bytes that does not compress well.
 func bigJSON(n int) json.RawMessage {
 	var b strings.Builder
@@ -516,11 +552,12 @@ func TestCursorsRefused(t *testing.T) {
 	t.Parallel()
 	s := fresh(t, dynamostore.Options{})
 	ctx := t.Context()
+	runs := map[string]store.Run{}
 	for i := range 3 {
 		for _, p := range []string{"p1", "p2"} {
 			r := newRun(fmt.Sprintf("%s-r%d", p, i))
 			r.ProjectID = p
-			mustCreate(t, s, r)
+			runs[r.ID] = mustCreate(t, s, r)
 		}
 	}
 	page, err := s.ListRuns(ctx, store.RunFilter{ProjectID: "p1", Limit: 1})
@@ -538,11 +575,32 @@ func TestCursorsRefused(t *testing.T) {
 		"empty object":      b64("{}"),
 		"foreign key":       b64(`{"l":"byProject|R#p2","k":{"g1pk":"R#p1","g1sk":"x","pk":"R#x","sk":"R"}}`),
 		"missing key parts": b64(`{"l":"byProject|R#p2","k":{"g1pk":"R#p2"}}`),
+		"no position":       b64(`{"l":"byProject|R#p2"}`),
 	} {
 		_, err := s.ListRuns(ctx, store.RunFilter{ProjectID: "p2", Cursor: c})
 		if !errors.Is(err, store.ErrInvalidCursor) {
 			t.Errorf("%s cursor: got %v, want ErrInvalidCursor", name, err)
 		}
+	}
+	// Another project's cursor of pending approvals, expiring first (a
+	// position in a list sorted in memory), is not this project's.
+	for i, id := range []string{"p1-r0", "p1-r1", "p2-r0"} {
+		r := runs[id]
+		a := approvals.Approval{ID: fmt.Sprintf("apr%d", i), ProjectID: r.ProjectID, RunID: r.ID, Status: approvals.Pending,
+			Input: json.RawMessage(`{"n":1}`), RequestedAt: t0, ExpiresAt: t0.Add(time.Duration(i+1) * time.Hour)}
+		r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+		if _, err := s.CommitRun(ctx, store.RunCommit{Run: r, Approval: &a, Events: []store.Event{ev("approval.requested")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expiring := store.ApprovalFilter{ProjectID: "p1", Status: approvals.Pending, Order: store.ExpiringFirst, Limit: 1}
+	ap, err := s.ListApprovals(ctx, expiring)
+	if err != nil || ap.NextCursor == "" {
+		t.Fatalf("p1's pending approvals, expiring first: %v, %v", ap, err)
+	}
+	expiring.ProjectID, expiring.Cursor = "p2", ap.NextCursor
+	if _, err := s.ListApprovals(ctx, expiring); !errors.Is(err, store.ErrInvalidCursor) {
+		t.Errorf("p1's expiring-first cursor in p2's list: got %v, want ErrInvalidCursor", err)
 	}
 	// A deployments cursor is not a broker cursor.
 	for range 3 {
@@ -938,5 +996,47 @@ func TestOwnerRevokeConflictRetried(t *testing.T) {
 	}
 	if got := ownerCount(t, raw, "p1"); got != "1" {
 		t.Errorf("owner count = %s, want 1", got)
+	}
+}
+
+// TestRevokeRacingRevokeKeepsTheFirst: a key revoked by another write
+// after a revoke read it and before the revoke wrote keeps that first
+// revocation: the write is conditional on the key being active, not only
+// on its payload (which a revoke does not change).
+func TestRevokeRacingRevokeKeepsTheFirst(t *testing.T) {
+	t.Parallel()
+	f := &faults{}
+	s := fresh(t, dynamostore.Options{}, f.client)
+	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	k := store.APIKey{ID: "k1", ProjectID: "p1", Role: approvals.RoleApprover, Hash: "sha256-p1-k1", Prefix: "sk_k1", CreatedAt: t0}
+	if err := s.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	first, second := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	revoked := false
+	f.set(func(op string) *http.Response {
+		if op == "UpdateItem" && !revoked {
+			revoked = true
+			if _, err := plain.RevokeAPIKey(ctx, "p1", "k1", first); err != nil {
+				t.Errorf("revoke k1 before the other revoke's write: %v", err)
+			}
+		}
+		return nil
+	})
+	got, err := s.RevokeAPIKey(ctx, "p1", "k1", second)
+	f.set(nil)
+	if !revoked {
+		t.Fatal("k1 was not revoked before the revoke's write")
+	}
+	if err != nil || !got.RevokedAt.Equal(first) {
+		t.Fatalf("revoke of a key revoked meanwhile = %v, %v; want the first revocation, %v", got.RevokedAt, err, first)
+	}
+	stored, err := s.GetAPIKeyByHash(ctx, k.Hash)
+	if err != nil || !stored.RevokedAt.Equal(first) {
+		t.Fatalf("stored key revoked at %v, %v; want %v", stored.RevokedAt, err, first)
 	}
 }

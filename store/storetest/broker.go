@@ -45,6 +45,26 @@ func testBrokerPutGetDelete(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "get a deleted record")
 	wantErr(t, s.DeleteBrokerRecord(ctx, sc, "orders", "o-1"), store.ErrNotFound, "delete a deleted record")
 	wantErr(t, s.DeleteBrokerRecord(ctx, sc, "orders", "never"), store.ErrNotFound, "delete a missing record")
+	// A record needs its project, collection and key.
+	for name, change := range map[string]func(*store.BrokerRecord){
+		"no project":    func(r *store.BrokerRecord) { r.ProjectID = "" },
+		"no collection": func(r *store.BrokerRecord) { r.Collection = "" },
+		"no key":        func(r *store.BrokerRecord) { r.Key = "" },
+	} {
+		bad := record("p1", "u1", "orders", "o-3", `{}`)
+		change(&bad)
+		if err := s.PutBrokerRecord(ctx, bad); err == nil {
+			t.Errorf("put a record with %s: no error", name)
+		}
+	}
+	page, err = s.ListBrokerRecords(ctx, store.BrokerScope{ProjectID: "p1", EndUserID: "u1"}, "", "", 0)
+	noErr(t, err, "list the empty collection")
+	eq(t, len(page.Items), 0, "records of the empty collection")
+
+	// No record has an empty key: none is found or deleted by one.
+	_, err = s.GetBrokerRecord(ctx, sc, "orders", "")
+	wantErr(t, err, store.ErrNotFound, "get the empty key")
+	wantErr(t, s.DeleteBrokerRecord(ctx, sc, "orders", ""), store.ErrNotFound, "delete the empty key")
 }
 
 func testBrokerList(t *testing.T, s store.Store) {
@@ -95,6 +115,7 @@ func testBrokerScopes(t *testing.T, s store.Store) {
 	recs := []store.BrokerRecord{
 		record("p1", "u1", "orders", "o-1", `{"who":"p1/u1"}`),
 		record("p1", "u10", "orders", "o-1", `{"who":"p1/u10"}`),
+		record("p1", "u1", "0orders", "o-1", `{"who":"p1/u1/0orders"}`),
 		record("p1", "u1", "orders2", "o-1", `{"who":"p1/u1/orders2"}`),
 		record("p1", "u1", "order", "so-1", `{"who":"p1/u1/order"}`),
 		record("p2", "u1", "orders", "o-1", `{"who":"p2/u1"}`),

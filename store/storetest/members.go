@@ -137,6 +137,11 @@ func testMemberKeys(t *testing.T, s store.Store) {
 	noErr(t, err, "list keys")
 	eq(t, len(list), 1, "keys of p1")
 	same(t, list[0], want, "listed key of a member")
+	// A member's key has no member of its own, as an older key has.
+	_, err = s.GetMember(ctx, "p1", store.LegacyMemberID(k.ID))
+	wantErr(t, err, store.ErrNotFound, "get the older-key member of a member's key")
+	ids := memberIDs(t, s, "p1", true)
+	sameIDs(t, ids, []string{"mem_ana"}, "members of p1 with a member's key")
 
 	explicit := memberKey(ana, "k2")
 	explicit.Role = approvals.RoleApprover

@@ -75,6 +75,22 @@ func testAPIKeyCreateGetList(t *testing.T, s store.Store) {
 	noErr(t, err, "list keys of a project without keys")
 	eq(t, len(list), 0, "keys of p3")
 
+	// A key needs its id, project and hash.
+	for name, change := range map[string]func(*store.APIKey){
+		"no id":      func(k *store.APIKey) { k.ID = "" },
+		"no project": func(k *store.APIKey) { k.ProjectID = "" },
+		"no hash":    func(k *store.APIKey) { k.Hash = "" },
+	} {
+		bad := apiKey("p3", "k8", t0)
+		change(&bad)
+		if err := s.CreateAPIKey(ctx, bad); err == nil {
+			t.Errorf("create a key with %s: no error", name)
+		}
+	}
+	list, err = s.ListAPIKeys(ctx, "p3")
+	noErr(t, err, "list keys of p3 after invalid creates")
+	eq(t, len(list), 0, "keys of p3 after invalid creates")
+
 	dupID := apiKey("p1", "k1", t0)
 	dupID.Hash = "sha256-other"
 	wantErr(t, s.CreateAPIKey(ctx, dupID), store.ErrExists, "create key with a taken id")
@@ -160,7 +176,10 @@ func testDeploymentNumbered(t *testing.T, s store.Store) {
 		same(t, want[i], exp, "returned deployment")
 	}
 
-	got, err := s.GetDeployment(ctx, "p1", 2)
+	got, err := s.GetDeployment(ctx, "p1", 1)
+	noErr(t, err, "get deployment p1 v1")
+	same(t, got, want[0], "p1 v1")
+	got, err = s.GetDeployment(ctx, "p1", 2)
 	noErr(t, err, "get deployment p1 v2")
 	same(t, got, want[2], "p1 v2")
 	got, err = s.LatestDeployment(ctx, "p1")
@@ -202,6 +221,11 @@ func testDeploymentConcurrent(t *testing.T, s store.Store) {
 
 func testDeploymentList(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	// The project's other records are not deployments.
+	createProject(t, s, "p1")
+	noErr(t, s.CreateAPIKey(ctx, ownerKey("p1", "k1")), "create an owner key of p1")
+	createMember(t, s, member("p1", "mem_ana", approvals.RoleApprover, t0))
+	noErr(t, s.CreateGroup(ctx, store.Group{ProjectID: "p1", Name: "finance", Members: []string{"mem_ana"}, CreatedAt: t0, UpdatedAt: t0}), "create a group of p1")
 	for i := range 7 {
 		_, err := s.CreateDeployment(ctx, deployment("p1", i))
 		noErr(t, err, "create deployment")
