@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,5 +82,51 @@ func TestWorkersInheritNoDescriptor(t *testing.T) {
 	}
 	if strings.Contains(string(out), leak.Name()) {
 		t.Errorf("the worker inherited its parent's descriptor on %s:\n%s", leak.Name(), out)
+	}
+}
+
+const orphanEnv = "STEAD_SANDBOX_TEST_ORPHAN"
+
+// orphanMain is TestWorkerDiesWithItsParent's child: a parent that runs one
+// call, prints its worker's pid and waits to be killed.
+func orphanMain() {
+	if os.Getenv(orphanEnv) != "1" {
+		return
+	}
+	p, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	rt := jsvm.New(jsvm.Options{})
+	b, err := rt.Compiler(bundle.Options{}).Load(context.Background(), "handlers.mjs", []byte(`export async function h() { return 1; }`))
+	rt.Close()
+	if err == nil {
+		_, err = p.Invoke(context.Background(), b, jsvm.Invocation{Tenant: "prj", Export: "h"})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println(p.Stats().PIDs[0])
+	select {} // until killed
+}
+
+// A worker started with another protocol version refuses to serve,
+// saying why.
+func TestWorkerRefusesAnotherProtocolVersion(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, sandbox.WorkerArg, "1", "0", "0", "0")
+	cmd.Env = []string{}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.HasPrefix(stderr.String(), `stead sandbox worker: bad arguments ["1" "0" "0" "0"] (protocol 2 expected)`) {
+		t.Errorf("%v, stderr %q; want exit status 2 and the arguments refused", err, stderr.String())
 	}
 }

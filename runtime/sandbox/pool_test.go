@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -357,5 +358,84 @@ func TestWorkerIsHardened(t *testing.T) {
 	// A race-enabled worker runs without the limit (see platformHarden).
 	if want := fmt.Sprint(opts.MemoryLimit+opts.WorkerMemory, " ", opts.MemoryLimit+opts.WorkerMemory); !raceEnabled && data != want {
 		t.Errorf("the worker's data-segment limit is %q, want %q", data, want)
+	}
+}
+
+// failingBroker fails every delete and list.
+type failingBroker struct{ jsvm.MemoryBroker }
+
+func (*failingBroker) Delete(context.Context, string, string) (bool, error) {
+	return false, errors.New("the store is down for delete")
+}
+
+func (*failingBroker) List(context.Context, string) ([]jsvm.BrokerItem, error) {
+	return nil, errors.New("the store is down for list")
+}
+
+// A broker's failing delete or list reaches the handler as a rejection,
+// not as "nothing found".
+func TestBrokerFailuresReachTheHandler(t *testing.T) {
+	t.Parallel()
+	b := load(t, `
+export async function del(input, context) {
+  try { return "resolved " + await context.broker.delete("c", "k"); } catch (e) { return "rejected: " + e.message; }
+}
+export async function list(input, context) {
+  try { return "resolved " + JSON.stringify(await context.broker.list("c")); } catch (e) { return "rejected: " + e.message; }
+}`)
+	p := newPool(t, sandbox.Options{})
+	for _, tc := range []struct{ export, want string }{
+		{"del", "the store is down for delete"},
+		{"list", "the store is down for list"},
+	} {
+		res, e := invoke(t, p, b, 10*time.Second, jsvm.Invocation{Export: tc.export, Broker: &failingBroker{}})
+		var out string
+		if e != nil || json.Unmarshal(res.Output, &out) != nil || !strings.HasPrefix(out, "rejected: ") || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %s %+v, want it rejected with %q", tc.export, res.Output, e, tc.want)
+		}
+	}
+}
+
+// A call on a closed pool is cancelled, saying the pool is closed.
+func TestInvokeOnAClosedPool(t *testing.T) {
+	t.Parallel()
+	b := load(t, poolHandlers)
+	p := newPool(t, sandbox.Options{})
+	p.Close()
+	_, e := invoke(t, p, b, 10*time.Second, jsvm.Invocation{Export: "count"})
+	if e == nil || e.Code != jsvm.CodeCancelled || e.Message != "the sandbox pool is closed" {
+		t.Errorf("%+v, want %s: the sandbox pool is closed", e, jsvm.CodeCancelled)
+	}
+}
+
+// Fetches past the eight in flight wait their turn in the worker: nine at
+// once against a server that never answers end in the call's timeout,
+// never in a worker killed for a ninth fetch.
+func TestFetchesPastTheLimitWaitInTheWorker(t *testing.T) {
+	t.Parallel()
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer stuck.Close()
+	b := load(t, `export async function fetchAll(input) {
+  return (await Promise.all(Array.from({ length: input.n }, () => fetch(input.url)))).length;
+}`)
+	p := newPool(t, sandbox.Options{Fetch: jsvm.FetchOptions{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	_, e := invoke(t, p, b, 30*time.Second, jsvm.Invocation{Export: "fetchAll", Timeout: time.Second, Input: json.RawMessage(`{"n":9,"url":"` + stuck.URL + `"}`)})
+	if e == nil || e.Code != jsvm.CodeTimeout {
+		t.Errorf("nine fetches at once: %+v, want %s", e, jsvm.CodeTimeout)
+	}
+}
+
+// A call whose ctx ends while its worker starts is cancelled, saying so
+// (the worker goes on starting, for the next call).
+func TestCancelledWhileAWorkerStarts(t *testing.T) {
+	t.Parallel()
+	b := load(t, poolHandlers)
+	p := newPool(t, sandbox.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := p.Invoke(ctx, b, jsvm.Invocation{Tenant: "prj", Export: "count"})
+	e, ok := jsvm.AsError(err)
+	if !ok || e.Code != jsvm.CodeCancelled || !strings.HasSuffix(e.Message, " while starting a sandbox worker") {
+		t.Errorf("%v, want %s while starting a sandbox worker", err, jsvm.CodeCancelled)
 	}
 }

@@ -24,6 +24,7 @@ import (
 func TestMain(m *testing.M) {
 	echoMain()
 	inheritMain()
+	orphanMain()
 	sandbox.Main()                                                                                   // the test binary is the worker binary
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("stead/runtime/sandbox.startProcess.func1.1")) // the worker spawner's thread lives as long as the process
 }

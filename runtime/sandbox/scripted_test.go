@@ -496,3 +496,33 @@ func TestParseWorkerArgs(t *testing.T) {
 		}
 	}
 }
+
+// A worker the Go runtime killed for want of memory (its data-segment
+// limit, before the parent's watch saw it) fails its call with
+// jsvm.CodeMemory, not as a crash.
+func TestWorkerOutOfMemoryIsTheMemoryLimit(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/bin/cat"); err != nil {
+		t.Skip("needs /bin/sh and /bin/cat")
+	}
+	dir := t.TempDir()
+	frames := filepath.Join(dir, "frames")
+	if err := os.WriteFile(frames, []byte(handshake), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "worker.sh")
+	script := "#!/bin/sh\n/bin/cat <&4 >/dev/null 3>&- 2>/dev/null &\n/bin/cat '" + frames + "' >&3\necho 'fatal error: out of memory' >&2\nexit 2\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.Invoke(context.Background(), scriptedBundle(t), jsvm.Invocation{Tenant: "prj", Export: "h"})
+	e, ok := jsvm.AsError(err)
+	if !ok || e.Code != jsvm.CodeMemory || e.Retryable || !strings.HasPrefix(e.Message, "memory limit exceeded: ") {
+		t.Fatalf("%v, want %s", err, jsvm.CodeMemory)
+	}
+}
