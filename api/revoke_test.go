@@ -1,10 +1,6 @@
 package api_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -111,15 +107,7 @@ func TestRevokeCustomerTokenRefusals(t *testing.T) {
 // ids: no jti, iat in seconds.
 func legacyToken(t *testing.T, key []byte, project, endUser string, iat, exp time.Time) string {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"v": 1, "prj": project, "sub": endUser, "iat": iat.Unix(), "exp": exp.Unix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := base64.RawURLEncoding.EncodeToString(b)
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("stead/customer-token\x00"))
-	m.Write([]byte(payload))
-	return api.CustomerTokenPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	return signCustomerToken(t, key, map[string]any{"v": 1, "prj": project, "sub": endUser, "iat": iat.Unix(), "exp": exp.Unix()})
 }
 
 func TestRevokeEndUserTokens(t *testing.T) {

@@ -37,6 +37,17 @@ func fresh(t testing.TB, o dynamostore.Options, clientOpts ...func(*dynamodb.Opt
 	return s
 }
 
+// sameTable is a second store on s's table, without s's fault injection:
+// another process writing beside it.
+func sameTable(t testing.TB, s *dynamostore.Store) *dynamostore.Store {
+	t.Helper()
+	other, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return other
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return fresh(t, dynamostore.Options{})

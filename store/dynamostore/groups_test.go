@@ -135,10 +135,7 @@ func TestGroupMemberStoredMidWriteIsReadAgain(t *testing.T) {
 	t.Parallel()
 	f := &faults{}
 	s := fresh(t, dynamostore.Options{}, f.client)
-	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := sameTable(t, s)
 	ctx := t.Context()
 	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "key_ci", ProjectID: "p1", Role: approvals.RoleApprover, Hash: "sha256-ci", CreatedAt: t0}); err != nil {
 		t.Fatal(err)
@@ -188,10 +185,7 @@ func TestGroupDeletedMidUpdateIsNotFound(t *testing.T) {
 	t.Parallel()
 	f := &faults{}
 	s := fresh(t, dynamostore.Options{}, f.client)
-	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := sameTable(t, s)
 	ctx := t.Context()
 	g := store.Group{ProjectID: "p1", Name: "finance", Description: "before", CreatedAt: t0, UpdatedAt: t0}
 	if err := s.CreateGroup(ctx, g); err != nil {
@@ -208,7 +202,7 @@ func TestGroupDeletedMidUpdateIsNotFound(t *testing.T) {
 		return nil
 	})
 	g.Version, g.Description, g.UpdatedAt = 1, "after", t0.Add(time.Minute)
-	_, err = s.UpdateGroup(ctx, g)
+	_, err := s.UpdateGroup(ctx, g)
 	f.set(nil)
 	if !deleted {
 		t.Fatal("the group was not deleted before the update's write")

@@ -852,10 +852,7 @@ func TestIdempotentCreateRaceReplays(t *testing.T) {
 	t.Parallel()
 	f := &faults{}
 	s := fresh(t, dynamostore.Options{}, f.client)
-	other, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := sameTable(t, s)
 	ctx := t.Context()
 	first := newRun("r-first")
 	first.IdempotencyKey = "k1"
@@ -1007,10 +1004,7 @@ func TestRevokeRacingRevokeKeepsTheFirst(t *testing.T) {
 	t.Parallel()
 	f := &faults{}
 	s := fresh(t, dynamostore.Options{}, f.client)
-	plain, err := dynamostore.New(aws.Get(t).DynamoDB(), dynamostore.Options{Table: s.Table()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := sameTable(t, s)
 	ctx := t.Context()
 	k := store.APIKey{ID: "k1", ProjectID: "p1", Role: approvals.RoleApprover, Hash: "sha256-p1-k1", Prefix: "sk_k1", CreatedAt: t0}
 	if err := s.CreateAPIKey(ctx, k); err != nil {
