@@ -149,7 +149,7 @@ func (s *Store) encodeRaw(ctx context.Context, what string, data []byte) ([]byte
 		return out, nil
 	}
 	if s.blobs == nil {
-		return nil, &TooLargeError{What: what, Size: len(data), Limit: s.inlineCap}
+		return nil, &TooLargeError{What: what, Size: len(data), Stored: len(out), Limit: s.inlineCap}
 	}
 	sum := sha256.Sum256(out)
 	digest := hex.EncodeToString(sum[:])

@@ -34,13 +34,16 @@ var (
 // has no blob store to spill it to (Options.Blobs).
 type TooLargeError struct {
 	// What names the value: "output of step 2 of run run_…".
-	What  string
-	Size  int
-	Limit int
+	What string
+	// Size is the value's JSON size; Stored its size as it would be kept
+	// (the JSON, deflated where that is smaller, after a kind byte), which
+	// is what Limit bounds.
+	Size, Stored int
+	Limit        int
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is %d bytes, over the %d bytes a DynamoDB item keeps inline, and the store has no blob store to spill it to (set dynamostore.Options.Blobs)", e.What, e.Size, e.Limit)
+	return fmt.Sprintf("%s is %d bytes of JSON, %d as stored, over the %d bytes a DynamoDB item keeps inline, and the store has no blob store to spill it to (set dynamostore.Options.Blobs)", e.What, e.Size, e.Stored, e.Limit)
 }
 
 // judge tells what a lost conditional write means, given the item as it was

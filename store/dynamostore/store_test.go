@@ -287,8 +287,11 @@ func TestInlineCapIsTheLargestInlinePayload(t *testing.T) {
 	s = fresh(t, dynamostore.Options{InlineCap: size - 1})
 	err = s.CreateProject(t.Context(), p)
 	var tl *dynamostore.TooLargeError
-	if !errors.As(err, &tl) || tl.Limit != size-1 {
-		t.Fatalf("create a project of a %d-byte payload, InlineCap %d: %v, want *TooLargeError", size, size-1, err)
+	if !errors.As(err, &tl) || tl.Size != len(data) || tl.Stored != size || tl.Limit != size-1 {
+		t.Fatalf("create a project of a %d-byte payload, InlineCap %d: %v, want *TooLargeError of %d bytes of JSON, %d stored, over %d", size, size-1, err, len(data), size, size-1)
+	}
+	if want := fmt.Sprintf("is %d bytes of JSON, %d as stored, over the %d bytes", len(data), size, size-1); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
 	}
 	if _, err := s.GetProject(t.Context(), "p1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("project of the refused create: %v, want ErrNotFound", err)
