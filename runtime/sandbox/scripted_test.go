@@ -504,8 +504,10 @@ func TestParseWorkerArgs(t *testing.T) {
 // jsvm.CodeMemory, not as a crash.
 func TestWorkerOutOfMemoryIsTheMemoryLimit(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/bin/cat"); err != nil {
-		t.Skip("needs /bin/sh and /bin/cat")
+	for _, tool := range []string{"/bin/cat", "/bin/dd", "/usr/bin/od"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skipf("needs /bin/sh and %s", tool)
+		}
 	}
 	dir := t.TempDir()
 	frames := filepath.Join(dir, "frames")
@@ -513,7 +515,14 @@ func TestWorkerOutOfMemoryIsTheMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "worker.sh")
-	script := "#!/bin/sh\n/bin/cat <&4 >/dev/null 3>&- 2>/dev/null &\n/bin/cat '" + frames + "' >&3\necho 'fatal error: out of memory' >&2\nexit 2\n"
+	// It dies once the call has come: it reads the load frame whole (its
+	// 4-byte length, then that many bytes) and the call frame's length.
+	// Dying sooner, it would fail the parent's start instead of the call.
+	script := "#!/bin/sh\n/bin/cat '" + frames + "' >&3\n" +
+		"take() { /bin/dd bs=1 count=\"$1\" <&4 2>/dev/null; }\n" +
+		"n=$(take 4 | /usr/bin/od -An -tu1 | { read a b c d; echo $(( (a << 24) + (b << 16) + (c << 8) + d )); })\n" +
+		"take \"$n\" >/dev/null\ntake 4 >/dev/null\n" +
+		"echo 'fatal error: out of memory' >&2\nexit 2\n"
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
