@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"stead/approvals"
@@ -204,4 +205,168 @@ func TestOutboxKeptWhenDeliveriesAreNotWritten(t *testing.T) {
 	if n := sent.Load(); n != 3 {
 		t.Errorf("after the failed fan-out, the next pass sent %d deliveries, want 3", n)
 	}
+}
+
+// A 410 fails its delivery at once, with tries left on the schedule, and
+// disables the endpoint.
+func TestGoneFailsTheDeliveryAtOnce(t *testing.T) {
+	srv, _ := answering(t, http.StatusGone, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if d := w.only("whe_a"); d.Status != store.DeliveryFailed || d.Tries != 1 || !d.NextAt.IsZero() {
+		t.Errorf("after a 410: %s after %d tries, next at %s", d.Status, d.Tries, d.NextAt)
+	}
+	if ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); err != nil || !ep.Disabled() {
+		t.Errorf("endpoint after a 410: %+v, %v", ep, err)
+	}
+}
+
+// A success clears an endpoint's failing mark: failures after it count
+// from then, not from the first.
+func TestSuccessClearsTheFailingMark(t *testing.T) {
+	var status atomic.Int64
+	status.Store(http.StatusInternalServerError)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(int(status.Load())) }))
+	t.Cleanup(srv.Close)
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); ep.FailingSince.IsZero() {
+		t.Fatal("a failure left no failing mark")
+	}
+	status.Store(http.StatusOK)
+	w.clock.Advance(5 * time.Second)
+	w.pass()
+	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); !ep.FailingSince.IsZero() {
+		t.Errorf("after a success the endpoint is failing since %s", ep.FailingSince)
+	}
+}
+
+// An endpoint is disabled by a failure exactly FailingLimit after its
+// failures began.
+func TestFailingLimitReachedDisables(t *testing.T) {
+	srv, _ := answering(t, http.StatusInternalServerError, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	w.clock.Advance(5 * 24 * time.Hour)
+	w.run("run_2")
+	w.pass()
+	if ep, _ := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a"); !ep.Disabled() {
+		t.Error("an endpoint failing for exactly 5 days is not disabled")
+	}
+}
+
+// webhook.disabled goes to the project's enabled endpoints that take it
+// (no event filter, or one naming it), and to no other.
+func TestDisabledToldToEndpointsThatTakeIt(t *testing.T) {
+	gone, _ := answering(t, http.StatusGone, "")
+	ok, _ := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_gone", gone.URL)
+	w.endpoint("whe_all", ok.URL)
+	for id, events := range map[string][]string{"whe_named": {notify.Disabled}, "whe_runs": {"run.failed"}, "whe_off": nil} {
+		ep := w.endpoint(id, ok.URL)
+		ep.Events = events
+		if id == "whe_off" {
+			ep.DisabledAt, ep.DisabledReason = w.clock.Now(), "by hand"
+		}
+		if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.run("run_1")
+	w.pass()
+	for id, want := range map[string]int{"whe_all": 1, "whe_named": 1, "whe_runs": 0, "whe_off": 0} {
+		page, err := w.store.ListDeliveries(w.ctx, "prj_a", id, "", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, d := range page.Items {
+			if d.Type == notify.Disabled {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("%s got %d webhook.disabled, want %d", id, n, want)
+		}
+	}
+}
+
+// A notice of an approval that was denied before its time is skipped, as
+// one of an approved approval is.
+func TestNoticeSkippedOnceDenied(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	ep := w.endpoint("whe_a", srv.URL)
+	ep.Events = []string{"approval.reminder"}
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	now := w.clock.Now()
+	a := w.gated("run_1", []approvals.Notice{{Kind: approvals.Reminder, After: 30 * time.Minute}}, time.Hour)
+	w.pass()
+	if _, _, err := w.store.DecideApproval(w.ctx, store.DecideParams{
+		Decision:  approvals.Decision{ProjectID: "prj_a", ApprovalID: a.ID, Status: approvals.Denied, By: "key_ana", At: now},
+		RunStatus: store.RunQueued, LeaseUntil: now.Add(time.Minute),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(now.Add(30 * time.Minute))
+	w.pass()
+	if d := w.only("whe_a"); d.Status != store.DeliverySkipped || sent.Load() != 0 {
+		t.Errorf("the reminder of a denied approval: %s, %d sent", d.Status, sent.Load())
+	}
+}
+
+// endpointsStore answers ListEndpoints from eps, or with err; nothing else.
+type endpointsStore struct {
+	notify.Store
+	eps []store.Endpoint
+	err error
+}
+
+func (s *endpointsStore) ListEndpoints(context.Context, string) ([]store.Endpoint, error) {
+	return s.eps, s.err
+}
+
+// Notifies answers whether the project has endpoints, from what it read
+// at most 2 s ago unless Forget dropped it; true on a store error, and
+// always with a channel.
+func TestNotifiesWhenTheProjectHasEndpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := &endpointsStore{}
+		n := notify.New(notify.Config{Store: st})
+		if n.Notifies(ctx, "prj_a") {
+			t.Error("a project without endpoints notifies")
+		}
+		st.eps = []store.Endpoint{{ID: "whe_a", ProjectID: "prj_a"}}
+		if n.Notifies(ctx, "prj_a") {
+			t.Error("an endpoint was seen at once although nothing was forgotten")
+		}
+		n.Forget("prj_a")
+		if !n.Notifies(ctx, "prj_a") {
+			t.Error("an endpoint created in this process was not seen after Forget")
+		}
+		st.eps = nil
+		time.Sleep(3 * time.Second)
+		if n.Notifies(ctx, "prj_a") {
+			t.Error("an endpoint deleted in another process was still seen 3 s later")
+		}
+		st.err = errors.New("the store is unavailable")
+		if !n.Notifies(ctx, "prj_b") {
+			t.Error("a store error answered false")
+		}
+		st.err = nil
+		withChannel := notify.New(notify.Config{Store: st, Channels: []notify.Channel{&fakeChannel{}}})
+		if !withChannel.Notifies(ctx, "prj_a") {
+			t.Error("a project without endpoints does not notify although a channel is configured")
+		}
+	})
 }
