@@ -536,3 +536,24 @@ func TestEvalReadsNoSourceMapFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatSizeSwitchesUnitAtEachPowerOfTwo: sizes read in bytes below
+// 1 KiB, in KiB from exactly 1024 bytes, in MiB from exactly 1 MiB.
+func TestFormatSizeSwitchesUnitAtEachPowerOfTwo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 bytes"},
+		{1023, "1023 bytes"},
+		{1024, "1.0 KiB"},
+		{1<<20 - 1, "1024.0 KiB"},
+		{1 << 20, "1.0 MiB"},
+		{5 << 20, "5.0 MiB"},
+	} {
+		if got := bundle.FormatSize(tc.n); got != tc.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
