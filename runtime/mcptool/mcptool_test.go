@@ -396,6 +396,10 @@ func TestCallReportsTheToolsResult(t *testing.T) {
 	if err != nil || !res.IsError || res.Text != "card declined\ntry another card" {
 		t.Errorf("charge = %+v, %v; want isError with its text", res, err)
 	}
+	only, err := c.Definitions(ctx, srv, []string{"refund"})
+	if _, ok := only["refund"]; err != nil || len(only) != 1 || !ok {
+		t.Errorf("Definitions(refund) = %v, %v; want refund's alone", only, err)
+	}
 }
 
 // TestResponseLimit: a response of exactly MaxResponse bytes is read, one
@@ -482,5 +486,30 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 func (w *countingWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// TestMissingAndChangedErrorsSayWhatHappened: a missing tool's error names
+// each tool quoted and what the server lists, as the server's own message
+// (not wrapped); a changed definition shows both fingerprints shortened.
+func TestMissingAndChangedErrorsSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	url := serve(t, "Echo.", nil)
+	_, err := client().Definitions(context.Background(), mcptool.Server{Name: "s", URL: url}, []string{"echo", "nope", "gone"})
+	if want := `MCP server s (` + url + `) does not list "nope", "gone" (it lists: echo)`; fmt.Sprint(err) != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&mcptool.MissingError{Server: "s", URL: "u", Tools: []string{"a"}}, `MCP server s (u) does not list "a" (it lists: none)`},
+		{&mcptool.ChangedError{Server: "s", Tool: "t", Pinned: "sha256:0123456789abcdef", Now: "sha256:fedcba9876543210"},
+			"the definition of t on MCP server s changed since it was deployed (pinned sha256:0123456789ab, now sha256:fedcba987654); " +
+				"refusing to call it: review the change and deploy again to pin it"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q\nwant %q", got, tc.want)
+		}
 	}
 }
