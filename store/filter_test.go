@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"stead/approvals"
 	"stead/store"
@@ -157,4 +158,105 @@ func ExampleChoices() {
 	// Output:
 	// newest or expiring
 	// pending, approved, denied or all
+}
+
+func TestChoices(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		values []string
+		want   string
+	}{
+		{nil, ""},
+		{[]string{"all"}, "all"},
+		{[]string{"active", "all"}, "active or all"},
+		{[]string{"a", "b", "c"}, "a, b or c"},
+	} {
+		if got := store.Choices(c.values...); got != c.want {
+			t.Errorf("Choices(%q) = %q, want %q", c.values, got, c.want)
+		}
+	}
+}
+
+// The approval statuses offered to users are exactly those that parse:
+// every status, then "all".
+func TestApprovalStatusChoicesParse(t *testing.T) {
+	t.Parallel()
+	choices := store.ApprovalStatusChoices()
+	var want []string
+	for _, st := range store.ApprovalStatuses {
+		want = append(want, string(st))
+	}
+	want = append(want, store.AnyStatus)
+	if !slices.Equal(choices, want) {
+		t.Errorf("ApprovalStatusChoices() = %v, want the statuses then %q", choices, store.AnyStatus)
+	}
+	for _, c := range choices {
+		if _, err := store.ParseApprovalStatus(c); err != nil {
+			t.Errorf("offered status %q does not parse: %v", c, err)
+		}
+	}
+}
+
+func TestParseRuleStatus(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{"": false, "active": false, "all": true} {
+		if all, err := store.ParseRuleStatus(s); err != nil || all != want {
+			t.Errorf("ParseRuleStatus(%q) = %v, %v; want %v", s, all, err, want)
+		}
+	}
+	_, err := store.ParseRuleStatus("expired")
+	if !errors.Is(err, store.ErrInvalidFilter) || err.Error() != `status must be active or all (got "expired")` {
+		t.Errorf("ParseRuleStatus(expired): %v", err)
+	}
+}
+
+func TestNormalizeRequiresProject(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if _, err := (store.RunFilter{}).Normalize(); err == nil {
+		t.Error("run filter without a project accepted")
+	}
+	if _, err := (store.RuleFilter{All: true}).Normalize(); err == nil {
+		t.Error("rule filter without a project accepted")
+	}
+	if _, err := (store.RuleFilter{ProjectID: "p1"}).Normalize(); err == nil {
+		t.Error("a list of the rules in force without now accepted")
+	}
+	f, err := store.RuleFilter{ProjectID: "p1", All: true, Limit: 9999}.Normalize()
+	if err != nil || f.Limit != store.MaxLimit {
+		t.Errorf("rule filter of every rule: %+v, %v", f, err)
+	}
+	if f, err := (store.RuleFilter{ProjectID: "p1", Now: now}).Normalize(); err != nil || f.Limit != store.DefaultLimit {
+		t.Errorf("rule filter of the rules in force: %+v, %v", f, err)
+	}
+}
+
+func TestRuleFilterKeep(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r := approvals.Rule{ProjectID: "p1", Agent: "support", Tool: "refund", EndUserID: "u1", ExpiresAt: now.Add(time.Hour)}
+	expired := r
+	expired.ExpiresAt = now
+	for _, c := range []struct {
+		name string
+		f    store.RuleFilter
+		r    approvals.Rule
+		want bool
+	}{
+		{"the project's", store.RuleFilter{ProjectID: "p1", Now: now}, r, true},
+		{"another project's", store.RuleFilter{ProjectID: "p2", Now: now}, r, false},
+		{"its agent", store.RuleFilter{ProjectID: "p1", Agent: "support", Now: now}, r, true},
+		{"another agent", store.RuleFilter{ProjectID: "p1", Agent: "billing", Now: now}, r, false},
+		{"another tool", store.RuleFilter{ProjectID: "p1", Tool: "cancel", Now: now}, r, false},
+		{"another end user", store.RuleFilter{ProjectID: "p1", EndUserID: "u2", Now: now}, r, false},
+		{"expired, in force only", store.RuleFilter{ProjectID: "p1", Now: now}, expired, false},
+		{"expired, every rule", store.RuleFilter{ProjectID: "p1", All: true}, expired, true},
+	} {
+		if got := c.f.Keep(c.r); got != c.want {
+			t.Errorf("%s: Keep = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if !(store.RuleFilter{Agent: "a", Tool: "t", EndUserID: "u"}).Scoped() || (store.RuleFilter{Agent: "a", Tool: "t"}).Scoped() {
+		t.Error("Scoped is true exactly when agent, tool and end user are named")
+	}
 }
