@@ -9,7 +9,7 @@ import (
 
 func TestBrokerNames(t *testing.T) {
 	t.Parallel()
-	for _, c := range []string{"orders", "a", "o.v2-x_y", strings.Repeat("c", 128)} {
+	for _, c := range []string{"orders", "Orders", "a", "o.v2-x_y", strings.Repeat("c", 128)} {
 		if err := store.CheckBrokerCollection(c); err != nil {
 			t.Errorf("collection %q refused: %v", c, err)
 		}

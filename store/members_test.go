@@ -91,3 +91,89 @@ func TestMemberUpdated(t *testing.T) {
 		t.Error("an update without updatedAt accepted")
 	}
 }
+
+func TestMemberTaken(t *testing.T) {
+	t.Parallel()
+	ana := store.Member{ID: "mem_ana", Name: "Ana", Email: "ana@example.com"}
+	bo := store.Member{ID: "mem_bo", Name: "Bo", Email: "Bo@Example.com"}
+	gone := store.Member{ID: "mem_cy", Name: "Cy", Email: "cy@example.com", RemovedAt: t0}
+	// Two current members named alike and without email, stored before
+	// the rule: each can still be changed otherwise.
+	ana2 := store.Member{ID: "mem_ana2", Name: "Ana"}
+	ms := []store.Member{ana, bo, gone, ana2}
+	for _, c := range []struct {
+		name      string
+		m, was    store.Member
+		wantField string // "" when not taken
+	}{
+		{"a new member with another's email in other case", store.Member{ID: "mem_new", Name: "New", Email: "bo@example.com"}, store.Member{}, "email"},
+		{"a new member with a removed member's name", store.Member{ID: "mem_new", Name: "Cy"}, store.Member{}, ""},
+		{"a member keeping its own name and email", ana, ana, ""},
+		{"a member keeping a name another has", store.Member{ID: "mem_ana2", Name: "Ana", Email: "ana2@example.com"}, ana2, ""},
+		{"a member changing only its email's case", store.Member{ID: "mem_bo", Name: "Bo", Email: "bo@example.com"}, bo, ""},
+		{"a member renamed to another's name", store.Member{ID: "mem_ana", Name: "Bo", Email: ana.Email}, ana, "name"},
+		{"a member dropping its email", store.Member{ID: "mem_ana", Name: "Ana"}, ana, ""},
+	} {
+		err := c.m.Taken(c.was, ms)
+		var te *store.MemberTakenError
+		switch {
+		case c.wantField == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.wantField != "" && (!errors.As(err, &te) || te.Field != c.wantField || !errors.Is(err, store.ErrExists)):
+			t.Errorf("%s: %v, want the %s taken", c.name, err, c.wantField)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		m    store.Member
+		want bool
+	}{
+		{"the same", ana, false},
+		{"its email in other case", store.Member{Name: "Ana", Email: "ANA@example.com"}, false},
+		{"its email dropped", store.Member{Name: "Ana"}, false},
+		{"a new email", store.Member{Name: "Ana", Email: "ana@example.org"}, true},
+		{"a new name", store.Member{Name: "Ana Diaz", Email: ana.Email}, true},
+	} {
+		if got := c.m.NamesChange(ana); got != c.want {
+			t.Errorf("NamesChange with %s = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMemberValidate(t *testing.T) {
+	t.Parallel()
+	ok := store.Member{ID: "mem_ana", ProjectID: "p1", Name: "Ana", Role: approvals.RoleApprover,
+		Chat: []store.ChatIdentity{{Kind: "slack", Team: "T1", User: "U1"}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a valid member refused: %v", err)
+	}
+	m := ok
+	m.Chat = []store.ChatIdentity{{Kind: "slack", Team: "T1"}}
+	if err := m.Validate(); err == nil {
+		t.Error("a chat identity without user accepted")
+	}
+	if got := (store.MemberNotify{}).EmailSetting(); got != store.EmailAll {
+		t.Errorf("no email setting reads as %q, want %q", got, store.EmailAll)
+	}
+	if _, _, err := store.NewMemberWithKey(ok, store.APIKey{ID: "key_1", ProjectID: "p1"}); err == nil {
+		t.Error("a member's first key without a hash accepted")
+	}
+	if store.LegacyMember(store.APIKey{ID: "key_x", Name: "  "}).Name != "key_x" {
+		t.Error("the member of a key with a blank name is not named after the key's id")
+	}
+}
+
+func TestSortMembersByIDWhenCreatedTogether(t *testing.T) {
+	t.Parallel()
+	ms := []store.Member{{ID: "mem_b", CreatedAt: t0}, {ID: "mem_a", CreatedAt: t0}}
+	store.SortMembers(ms)
+	keys := []store.MCPKey{{ID: "mck_b", CreatedAt: t0}, {ID: "mck_a", CreatedAt: t0}}
+	store.SortMCPKeys(keys)
+	if ms[0].ID != "mem_a" || keys[0].ID != "mck_a" {
+		t.Errorf("members sorted %s, %s; keys %s, %s", ms[0].ID, ms[1].ID, keys[0].ID, keys[1].ID)
+	}
+	k := store.MCPKey{ID: "mck_1", ProjectID: "p1", Agent: "support", EndUserID: "u1", CreatedAt: t0}
+	if err := k.Validate(); err == nil {
+		t.Error("an MCP key without a hash accepted")
+	}
+}
