@@ -479,6 +479,96 @@ func TestCancelQueuedRun(t *testing.T) {
 	}
 }
 
+// A worker's claim ends with the cancel: the cancelled run holds no lease.
+func TestCancelReleasesTheLease(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now()
+	if _, err := h.store.ClaimRun(h.ctx, store.ClaimParams{RunID: r.ID, Owner: "elsewhere/lease", Until: now.Add(time.Hour), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.eng.Cancel(h.ctx, h.owner, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, got, store.RunCancelled, engine.CodeCancelled)
+	if stored := h.run(r.ID); stored.LeaseOwner != "" || !stored.LeaseUntil.IsZero() {
+		t.Errorf("cancelled run leased to %q until %s, want no lease", stored.LeaseOwner, stored.LeaseUntil)
+	}
+}
+
+// decideRaceStore loses the first DecideApproval to a concurrent change.
+type decideRaceStore struct {
+	store.Store
+	lost atomic.Int32
+}
+
+func (s *decideRaceStore) DecideApproval(ctx context.Context, p store.DecideParams) (approvals.Approval, store.Run, error) {
+	if s.lost.Add(1) == 1 {
+		return approvals.Approval{}, store.Run{}, store.ErrConflict
+	}
+	return s.Store.DecideApproval(ctx, p)
+}
+
+// A cancel of a run awaiting approval that loses a race with a decision
+// reads the run again and cancels it, rather than failing.
+func TestCancelWhileAwaitingApprovalRetriesALostRace(t *testing.T) {
+	t.Parallel()
+	rs := &decideRaceStore{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { rs.Store = s; return rs } })
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	a := h.pending(r.ID)
+	got, err := h.eng.Cancel(h.ctx, h.dev, r.ID)
+	if err != nil {
+		t.Fatalf("cancel after a lost race: %v", err)
+	}
+	wantStatus(t, got, store.RunCancelled, engine.CodeCancelled)
+	if ap, _ := h.eng.GetApproval(h.ctx, h.owner, a.ID); ap.Status != approvals.Cancelled {
+		t.Errorf("approval = %s, want cancelled", ap.Status)
+	}
+	if n := rs.lost.Load(); n != 2 {
+		t.Errorf("%d decide writes, want 2 (the lost one, then the cancel)", n)
+	}
+}
+
+// A customer lists only its own end user's runs; a customer token without
+// an end user lists none and reads none, not even runs started without one.
+func TestCustomerSeesOnlyItsOwnRuns(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var ids []string
+	for _, user := range []string{"alice", "bob", ""} {
+		r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	page, err := h.eng.ListRuns(h.ctx, h.customer, store.RunFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, r := range page.Items {
+		listed = append(listed, r.ID)
+	}
+	if !slices.Equal(listed, ids[:1]) {
+		t.Errorf("alice lists %v, want only hers %v", listed, ids[:1])
+	}
+	anonymous := h.customer
+	anonymous.EndUserID, anonymous.ID = "", "customer:"
+	if _, err := h.eng.ListRuns(h.ctx, anonymous, store.RunFilter{}); !errors.Is(err, engine.ErrForbidden) {
+		t.Errorf("a customer without an end user lists runs: %v", err)
+	}
+	if _, err := h.eng.GetRun(h.ctx, anonymous, ids[2]); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a customer without an end user reads a run without one: %v", err)
+	}
+}
+
 func TestIdempotentStart(t *testing.T) {
 	t.Parallel()
 	h := setup(t)

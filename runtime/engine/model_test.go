@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -776,5 +778,36 @@ func TestAgentLoopConversationTooLargeFails(t *testing.T) {
 	l.done()
 	if !strings.Contains(r.Error.Message, "more than the 3000 a run can keep") {
 		t.Errorf("error = %q", r.Error.Message)
+	}
+}
+
+// claimLeases records how long each claim leases its run for.
+type claimLeases struct {
+	store.Store
+	mu     sync.Mutex
+	leases []time.Duration
+}
+
+func (c *claimLeases) ClaimRun(ctx context.Context, p store.ClaimParams) (store.Run, error) {
+	c.mu.Lock()
+	c.leases = append(c.leases, p.Until.Sub(p.Now))
+	c.mu.Unlock()
+	return c.Store.ClaimRun(ctx, p)
+}
+
+// A run's claim lasts for the longest piece of work between two writes,
+// plus the margin: for model steps, the model's timeoutMs (60 s, longer
+// than any of the agent's tool timeouts), plus the default 30 s.
+func TestClaimLeasesForTheModelTimeout(t *testing.T) {
+	t.Parallel()
+	cl := &claimLeases{}
+	h, l := setupModels(t, func(o *options) { o.wrap = func(s store.Store) store.Store { cl.Store = s; return cl } })
+	l.then(answer("A short summary.", 10, 5), answer(`{"topic":"refunds","urgent":true}`, 20, 10))
+	r := h.start("summarize", `{"text":"a long complaint about a refund"}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if want := []time.Duration{90 * time.Second}; !slices.Equal(cl.leases, want) {
+		t.Errorf("claims leased the run for %v, want %v", cl.leases, want)
 	}
 }

@@ -166,3 +166,21 @@ func TestExecuteThatLosesTheClaimIsHarmless(t *testing.T) {
 		t.Errorf("step one ran %d times by the execution that lost the claim", len(c))
 	}
 }
+
+// An approval whose expiry loses a race with a decision is no failure of
+// the sweep: it is left to that decision, and a later sweep expires it if
+// it is still due.
+func TestSweepLeavesAnExpiryThatLostARace(t *testing.T) {
+	t.Parallel()
+	rs := &decideRaceStore{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { rs.Store = s; return rs } })
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	h.clock.Advance(2 * time.Hour)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Expired != 0 {
+		t.Fatalf("sweep that lost the race: %+v, %v; want nothing expired and no error", res, err)
+	}
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Expired != 1 {
+		t.Fatalf("next sweep: %+v, %v; want 1 expired", res, err)
+	}
+	wantStatus(t, h.run(r.ID), store.RunFailed, engine.CodeApprovalExpired)
+}
