@@ -569,6 +569,30 @@ func TestCustomerSeesOnlyItsOwnRuns(t *testing.T) {
 	}
 }
 
+// A run that ends, succeeded or failed, holds no lease: nothing of it is
+// left to a worker.
+func TestFinishedRunHoldsNoLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		agent  string
+		status store.RunStatus
+		code   string
+	}{
+		{"plain", store.RunSucceeded, ""},
+		{"failing", store.RunFailed, engine.CodeHandlerError},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t)
+			r := h.start(tc.agent, `{}`)
+			wantStatus(t, r, tc.status, tc.code)
+			if r.LeaseOwner != "" || !r.LeaseUntil.IsZero() {
+				t.Errorf("%s run leased to %q until %s, want no lease", r.Status, r.LeaseOwner, r.LeaseUntil)
+			}
+		})
+	}
+}
+
 func TestIdempotentStart(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -679,6 +703,49 @@ func TestWaitRunningOutAnswersWithTheRun(t *testing.T) {
 		if err != nil || got.ID != r.ID || got.Status != store.RunAwaitingApproval {
 			t.Errorf("wait %v: %s %s, %v", d, got.ID, got.Status, err)
 		}
+	}
+}
+
+// changeAfterRead, once armed, changes the run it reads right after the
+// read, as another process would.
+type changeAfterRead struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (c *changeAfterRead) GetRun(ctx context.Context, id string) (store.Run, error) {
+	r, err := c.Store.GetRun(ctx, id)
+	if err == nil && c.armed.CompareAndSwap(true, false) {
+		now := r.UpdatedAt
+		if _, err := c.Store.ClaimRun(ctx, store.ClaimParams{RunID: id, Owner: "elsewhere/lease", Until: now.Add(time.Hour), Now: now}); err != nil {
+			return r, err
+		}
+	}
+	return r, err
+}
+
+// A wait after a version answers with a later one: the run as read, at the
+// version waited past, is no answer, and a change another process makes
+// meanwhile is.
+func TestWaitRunAnswersOnlyALaterVersion(t *testing.T) {
+	t.Parallel()
+	ch := &changeAfterRead{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { ch.Store = s; return ch } })
+	h.cfg.PollInterval = 10 * time.Millisecond
+	h.restart()
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+	defer cancel()
+	ch.armed.Store(true)
+	got, err := h.eng.WaitRun(ctx, h.dev, r.ID, r.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version <= r.Version || got.Status != store.RunRunning {
+		t.Errorf("wait past version %d: version %d, %s; want the claimed run, later", r.Version, got.Version, got.Status)
 	}
 }
 

@@ -247,3 +247,25 @@ func TestVoteNeverRecastOnAnEdit(t *testing.T) {
 		t.Fatalf("after Bo's edit and Ana's refused vote: %s, votes %+v", a.Status, a.Votes)
 	}
 }
+
+// A group deleted after the deploy that names it still gets the call an
+// approval: one nobody may vote on, not a run that cannot proceed.
+func TestApproverGroupDeletedAfterTheDeployHasNoVoters(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.member("mem_ana", "Ana Diaz", approvals.RoleApprover)
+	now := h.clock.Now()
+	if err := h.store.CreateGroup(h.ctx, store.Group{ProjectID: h.project, Name: "finance",
+		Members: []string{"mem_ana"}, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	h.deploy(h.owner, handlers, quorumConfig)
+	if err := h.store.DeleteGroup(h.ctx, h.project, "finance"); err != nil {
+		t.Fatal(err)
+	}
+	r := h.start("refunds", `{"amount": 900}`)
+	a := h.pending(r.ID)
+	if len(a.Requirements) != 1 || a.Requirements[0].Group != "finance" || len(a.Requirements[0].Eligible) != 0 {
+		t.Errorf("requirements %+v, want finance with no one eligible", a.Requirements)
+	}
+}
