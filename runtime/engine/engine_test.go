@@ -15,6 +15,7 @@ import (
 	"stead/approvals"
 	"stead/runtime/bundle"
 	"stead/runtime/engine"
+	"stead/runtime/jsvm"
 	"stead/store"
 )
 
@@ -746,6 +747,49 @@ func TestWaitRunAnswersOnlyALaterVersion(t *testing.T) {
 	}
 	if got.Version <= r.Version || got.Status != store.RunRunning {
 		t.Errorf("wait past version %d: version %d, %s; want the claimed run, later", r.Version, got.Version, got.Status)
+	}
+}
+
+// tokenSpy records the broker token of each call and what BrokerScopeOf
+// made of it while the call ran.
+type tokenSpy struct {
+	engine.Invoker
+	eng    func() *engine.Engine
+	tokens []string
+	scopes []store.BrokerScope
+}
+
+func (s *tokenSpy) Invoke(ctx context.Context, b *bundle.Bundle, inv jsvm.Invocation) (jsvm.Result, error) {
+	scope, err := s.eng().BrokerScopeOf(ctx, inv.BrokerToken)
+	if err != nil {
+		return jsvm.Result{}, err
+	}
+	s.tokens, s.scopes = append(s.tokens, inv.BrokerToken), append(s.scopes, scope)
+	return s.Invoker.Invoke(ctx, b, inv)
+}
+
+// A run's broker token names its project and end user while the run is
+// active, and nothing once it has ended; a token not signed for the run
+// is refused.
+func TestBrokerTokenIsValidWhileTheRunIsActive(t *testing.T) {
+	t.Parallel()
+	spy := &tokenSpy{}
+	h := setup(t, func(o *options) {
+		o.invoker = func(rt engine.Invoker) engine.Invoker { spy.Invoker = rt; return spy }
+	})
+	spy.eng = func() *engine.Engine { return h.eng }
+	r := h.start("plain", `{}`)
+	wantStatus(t, r, store.RunSucceeded, "")
+	want := store.BrokerScope{ProjectID: h.project, EndUserID: "alice"}
+	if len(spy.scopes) != 3 || spy.scopes[0] != want {
+		t.Fatalf("scopes while running: %+v, want %+v for each of 3 calls", spy.scopes, want)
+	}
+	if _, err := h.eng.BrokerScopeOf(h.ctx, spy.tokens[0]); !errors.Is(err, engine.ErrBrokerToken) {
+		t.Errorf("the token of a finished run: %v, want ErrBrokerToken", err)
+	}
+	forged := spy.tokens[0][:len(spy.tokens[0])-2] + "xx"
+	if _, err := h.eng.BrokerScopeOf(h.ctx, forged); !errors.Is(err, engine.ErrBrokerToken) {
+		t.Errorf("a forged token: %v, want ErrBrokerToken", err)
 	}
 }
 

@@ -92,3 +92,33 @@ func TestPoolStopInterruptsAtItsDeadline(t *testing.T) {
 		t.Error("Stop returned without interrupting the execution in flight")
 	}
 }
+
+// A run dispatched again once a worker has taken it is queued again, not
+// taken for the dispatch already in progress: that execution may have read
+// the run before the change the new dispatch announces.
+func TestPoolRunsARunDispatchedWhileItExecutes(t *testing.T) {
+	t.Parallel()
+	p := engine.NewPool(1, 4, nil)
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	p.Start(func(_ context.Context, id string) error {
+		started <- id
+		<-release
+		return nil
+	})
+	ctx := context.Background()
+	if err := p.Dispatch(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := p.Dispatch(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run dispatched while it executed did not run again")
+	}
+	p.Stop(context.Background())
+}
