@@ -793,6 +793,30 @@ func TestBrokerTokenIsValidWhileTheRunIsActive(t *testing.T) {
 	}
 }
 
+// A waiter who may not see the run gets no answer from the runs this
+// process keeps for waiters: another project's actor waiting on a run just
+// created reads it as not found.
+func TestWaitRunHidesAKeptRunFromWhoCannotSeeIt(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.cfg.SoleWriter = true // keeps created runs for their first waiters
+	h.restart()
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := h.customer
+	bob.EndUserID, bob.ID = "bob", "customer:bob"
+	for _, a := range []approvals.Actor{h.other, bob} {
+		if got, err := h.eng.WaitRun(h.ctx, a, r.ID, 0); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s waits on the run: %s %s, %v; want not found", a.ID, got.ID, got.Status, err)
+		}
+	}
+	if got, err := h.eng.WaitRun(h.ctx, h.customer, r.ID, 0); err != nil || got.ID != r.ID {
+		t.Errorf("alice waits on her run: %s, %v", got.ID, err)
+	}
+}
+
 // countingReads counts GetRun calls.
 type countingReads struct {
 	store.Store
