@@ -718,7 +718,7 @@ func (c *changeAfterRead) GetRun(ctx context.Context, id string) (store.Run, err
 	r, err := c.Store.GetRun(ctx, id)
 	if err == nil && c.armed.CompareAndSwap(true, false) {
 		now := r.UpdatedAt
-		if _, err := c.Store.ClaimRun(ctx, store.ClaimParams{RunID: id, Owner: "elsewhere/lease", Until: now.Add(time.Hour), Now: now}); err != nil {
+		if _, err := c.ClaimRun(ctx, store.ClaimParams{RunID: id, Owner: "elsewhere/lease", Until: now.Add(time.Hour), Now: now}); err != nil {
 			return r, err
 		}
 	}
