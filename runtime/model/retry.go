@@ -139,7 +139,7 @@ func Complete(ctx context.Context, p Provider, req Request, pol RetryPolicy) (Re
 		if pol.OnRetry != nil {
 			pol.OnRetry(RetryInfo{Attempt: attempt, Err: err, Wait: wait})
 		}
-		if err := pol.Sleep(callCtx, wait); err != nil {
+		if serr := pol.Sleep(callCtx, wait); serr != nil {
 			if ctx.Err() != nil {
 				return Response{}, attempt, ctx.Err()
 			}

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -377,5 +378,77 @@ func TestErrorUnwrapsItsCause(t *testing.T) {
 	var re *egress.RefusedError
 	if !errors.As(err, &re) || re != refusal {
 		t.Errorf("errors.As(%v, *egress.RefusedError) = %v", err, re)
+	}
+}
+
+// TestIsRetryable: a provider error says itself whether it is retryable,
+// also when wrapped; any other error is not.
+func TestIsRetryable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"rate limited", rateLimited, true},
+		{"wrapped", fmt.Errorf("ask the model: %w", serverError), true},
+		{"refused", badRequest, false},
+		{"wrapped refusal", fmt.Errorf("ask the model: %w", badRequest), false},
+		{"not a provider error", errors.New("boom"), false},
+		{"nil", nil, false},
+	} {
+		if got := model.IsRetryable(c.err); got != c.want {
+			t.Errorf("%s: IsRetryable(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestErrorMessages: a provider error names the provider, then what it
+// knows (status, code, message); a give-up says how many attempts were
+// made and why it stopped.
+func TestErrorMessages(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&model.Error{Provider: "openai m", Status: 429, Code: "rate_limit_exceeded", Message: "slow down"}, "openai m: HTTP 429 rate_limit_exceeded: slow down"},
+		{&model.Error{Provider: "openai m", Code: "timeout", Message: "no answer within 1m0s"}, "openai m timeout: no answer within 1m0s"},
+		{&model.Error{Provider: "bedrock m", Status: 400}, "bedrock m: HTTP 400"},
+		{&model.Error{Provider: "bedrock m"}, "bedrock m"},
+		{&model.GiveUpError{Attempts: 1, Err: rateLimited}, "p: HTTP 429; gave up after 1 attempt"},
+		{&model.GiveUpError{Attempts: 2, Err: rateLimited, Deadline: time.Minute}, "p: HTTP 429; gave up after 2 attempts (the 1m0s deadline passed)"},
+		{&model.GiveUpError{Attempts: 3, Err: rateLimited, Deadline: time.Minute, Wait: 1500 * time.Microsecond}, "p: HTTP 429; gave up after 3 attempts (waiting 2ms more would pass the 1m0s deadline)"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// TestCompleteGivesUpWhenTheWaitIsCut: a wait the call's deadline ends is
+// a give-up that keeps the provider's last failure.
+func TestCompleteGivesUpWhenTheWaitIsCut(t *testing.T) {
+	t.Parallel()
+	pol := policy(&fakeTime{now: time.Unix(0, 0)})
+	pol.Sleep = func(context.Context, time.Duration) error { return context.DeadlineExceeded }
+	_, n, err := model.Complete(context.Background(), &scripted{results: []error{rateLimited, nil}}, model.Request{}, pol)
+	var gu *model.GiveUpError
+	if !errors.As(err, &gu) || n != 1 || !errors.Is(err, rateLimited) || !strings.Contains(err.Error(), "the 1m0s deadline passed") {
+		t.Errorf("err = %v after %d attempts, want a give-up after one that keeps the 429", err, n)
+	}
+}
+
+// TestRequestTimeoutSaysHowLongTheRequestHad: a request cut by what was
+// left of Timeout says so, not RequestTimeout.
+func TestRequestTimeoutSaysHowLongTheRequestHad(t *testing.T) {
+	t.Parallel()
+	pol := policy(&fakeTime{now: time.Unix(0, 0)})
+	pol.MaxRetries = 0
+	pol.Timeout = 20 * time.Millisecond
+	_, _, err := model.Complete(context.Background(), &scripted{block: true}, model.Request{}, pol)
+	var pe *model.Error
+	if !errors.As(err, &pe) || pe.Code != "timeout" || pe.Message != "no answer within 20ms" {
+		t.Errorf("err = %v, want a timeout with no answer within 20ms", err)
 	}
 }
