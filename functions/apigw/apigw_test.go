@@ -99,6 +99,9 @@ func TestRequestFromGoldenEvent(t *testing.T) {
 	if r.Host != "abc123defg.execute-api.us-east-1.amazonaws.com" || r.RemoteAddr != "203.0.113.7:0" || r.RequestURI != "/v1/broker/orders/o-1?endUserId=demo-user" {
 		t.Errorf("Host %q RemoteAddr %q RequestURI %q", r.Host, r.RemoteAddr, r.RequestURI)
 	}
+	if r.URL.Scheme != "https" || r.URL.Host != r.Host {
+		t.Errorf("URL %s, want https on the API's domain", r.URL)
+	}
 }
 
 func TestBase64Body(t *testing.T) {
@@ -160,6 +163,29 @@ func TestHeadersAndCookies(t *testing.T) {
 	}
 	if res.Headers["Vary"] != "Accept, Authorization" {
 		t.Errorf("Vary %q", res.Headers["Vary"])
+	}
+	if cl, ok := res.Headers["Content-Length"]; ok {
+		t.Errorf("Content-Length %q, want none: the handler set none", cl)
+	}
+}
+
+// The request's protocol is the event's when it names one, else HTTP/1.1.
+func TestRequestProtocol(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		protocol, want string
+		major, minor   int
+	}{
+		{"", "HTTP/1.1", 1, 1},
+		{"HTTP/1.0", "HTTP/1.0", 1, 0},
+		{"HTTP/2.0", "HTTP/2.0", 2, 0},
+		{"SPDY", "HTTP/1.1", 1, 1},
+	} {
+		r, err := apigw.Request(context.Background(), events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs",
+			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Protocol: c.protocol}}})
+		if err != nil || r.Proto != c.want || r.ProtoMajor != c.major || r.ProtoMinor != c.minor {
+			t.Errorf("protocol %q: %s %d.%d (%v), want %s", c.protocol, r.Proto, r.ProtoMajor, r.ProtoMinor, err, c.want)
+		}
 	}
 }
 
@@ -268,12 +294,17 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// A handler writing past MaxResponse learns it from Write (a short write
+// with io.ErrShortWrite, so it stops), and the answer is a 500.
 func TestResponseTooLarge(t *testing.T) {
 	t.Parallel()
+	var writes int
+	var writeErr error
 	h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chunk := bytes.Repeat([]byte("a"), 1<<20)
-		for range 5 {
-			if _, err := w.Write(chunk); err != nil {
+		for range 6 {
+			writes++
+			if _, writeErr = w.Write(chunk); writeErr != nil {
 				return
 			}
 		}
@@ -282,6 +313,9 @@ func TestResponseTooLarge(t *testing.T) {
 		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}})
 	if res.StatusCode != 500 || !strings.Contains(res.Body, "limit=") {
 		t.Fatalf("oversized response: %d %.200s", res.StatusCode, res.Body)
+	}
+	if !errors.Is(writeErr, io.ErrShortWrite) || writes != 5 {
+		t.Errorf("the handler wrote %d chunks and got %v; want io.ErrShortWrite on the 5th", writes, writeErr)
 	}
 }
 
@@ -385,6 +419,30 @@ func testDeadlines(t *testing.T, opts apigw.Options, reserve, window time.Durati
 	if took := time.Since(start); took != window {
 		t.Errorf("Accept: application/json, text/event-stream: the stream lasted %s, want the %s window", took, window)
 	}
+}
+
+// A stream also ends at the request's own deadline when that comes before
+// the window: the invocation's deadline less Reserve.
+func TestStreamEndsAtTheInvocationDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "id: 1\ndata: {}\n\n")
+			<-r.Context().Done()
+		}), apigw.Options{Reserve: time.Second, StreamWindow: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		res := h.Serve(ctx, events.APIGatewayV2HTTPRequest{Version: "2.0", RawPath: "/v1/runs/r/events",
+			Headers:        map[string]string{"accept": "text/event-stream"},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}})
+		if took := time.Since(start); took != 2*time.Second {
+			t.Errorf("the stream lasted %s, want 2s: the 3s deadline less the 1s reserve", took)
+		}
+		if res.StatusCode != 200 || res.Body != "id: 1\ndata: {}\n\n" {
+			t.Errorf("stream response %d %q", res.StatusCode, res.Body)
+		}
+	})
 }
 
 type noDispatch struct{}

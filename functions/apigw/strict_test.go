@@ -18,6 +18,11 @@ func TestParseStrict(t *testing.T) {
 	if err != nil || ev.RawPath != "/v1/runs" || ev.RequestContext.HTTP.Method != "GET" {
 		t.Fatalf("an unknown field must be ignored: %+v %v", ev, err)
 	}
+	// Whitespace around the event is not part of it.
+	ev, err = apigw.Parse([]byte("\n  " + ok + "}\n"))
+	if err != nil || ev.RawPath != "/v1/runs" {
+		t.Fatalf("an event with surrounding whitespace: %+v %v", ev, err)
+	}
 	// A case variant is just another unknown field: it does not replace
 	// rawPath.
 	ev, err = apigw.Parse([]byte(ok + `,"RAWPATH":"/v1/keys"}`))
