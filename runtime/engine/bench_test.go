@@ -229,3 +229,29 @@ func BenchmarkApproveResume(b *testing.B) {
 	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "ms-median")
 	b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds())/1000, "ms-p99")
 }
+
+// BenchmarkSandboxCrashFailsTheRun measures, with the engine's defaults
+// (DefaultSandboxRetries, DefaultSandboxBackoff, real waits) and a real
+// sandbox pool, how long a run takes to fail sandbox-crashed when its
+// step's handler crashes its worker at once (Go's fatal stack overflow in
+// JSON.parse): every attempt starts a fresh worker. The target is 20 s.
+func BenchmarkSandboxCrashFailsTheRun(b *testing.B) {
+	eng, _, actor := benchEngine(b, true)
+	ctx := context.Background()
+	if _, err := eng.Deploy(ctx, actor, engine.DeployParams{Bundle: []byte(crashingHandlers), Config: []byte(crashingConfig)}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, _, err := eng.StartRun(ctx, actor, engine.StartParams{Agent: "crashy", EndUserID: "u1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Execute(ctx, r.ID); err != nil {
+			b.Fatal(err)
+		}
+		if got, err := eng.GetRun(ctx, actor, r.ID); err != nil || got.Status != store.RunFailed || got.Error == nil || got.Error.Code != engine.CodeSandboxCrashed || got.Attempts != 1+engine.DefaultSandboxRetries {
+			b.Fatalf("run %+v (%v), want failed sandbox-crashed after %d attempts", got, err, 1+engine.DefaultSandboxRetries)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s-to-fail")
+}
