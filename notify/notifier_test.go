@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -601,5 +602,213 @@ func TestAttemptKeptWhenTheWriteLoses(t *testing.T) {
 	}
 	if d := page.Items[0]; d.Tries != 1 || len(d.Attempts) != 1 || d.Attempts[0].Status != 500 || d.Status != store.DeliveryPending {
 		t.Errorf("delivery after a lost write: %s, %d tries, %+v", d.Status, d.Tries, d.Attempts)
+	}
+}
+
+// payloads is a receiver that answers 200 and keeps every payload.
+type payloads struct {
+	mu  sync.Mutex
+	got []notify.Payload
+}
+
+func recording(t *testing.T) (*httptest.Server, *payloads) {
+	t.Helper()
+	p := &payloads{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var pl notify.Payload
+		if err := json.Unmarshal(body, &pl); err != nil {
+			t.Errorf("payload %s: %v", body, err)
+		}
+		p.mu.Lock()
+		p.got = append(p.got, pl)
+		p.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return srv, p
+}
+
+func (p *payloads) byType() map[string]notify.Payload {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]notify.Payload{}
+	for _, pl := range p.got {
+		out[pl.Type] = pl
+	}
+	return out
+}
+
+// A payload says what happened when it happened (the event's time, not
+// the fan-out's): an approval.requested carries the quorum's progress,
+// the input for an endpoint that includes it, and a link to the approval;
+// a run.failed carries the run's error and a link to the run, also when
+// PublicURL ends in "/". An endpoint filtered to the run's agent gets its
+// events, and no event that does not notify.
+func TestPayloadSaysWhatHappened(t *testing.T) {
+	srv, rec := recording(t)
+	w := setup(t)
+	w.n = notify.New(notify.Config{Store: w.store, Now: w.clock.Now, PublicURL: "https://stead.example.com/"})
+	ep := w.endpoint("whe_a", srv.URL)
+	ep.IncludeInput, ep.Agents = true, []string{"refunds"}
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	requested := w.clock.Now()
+	r, err := w.store.CreateRun(w.ctx, store.Run{ID: "run_1", ProjectID: "prj_a", Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		Status: store.RunRunning, Input: json.RawMessage(`{}`), Trust: store.Trusted, CreatedAt: requested, UpdatedAt: requested}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := approvals.New(approvals.Request{ProjectID: "prj_a", RunID: "run_1", Agent: "refunds", EndUserID: "alice", Deployment: 1,
+		StepID: "refund", CallID: "refund", Tool: "refundOrder", Input: json.RawMessage(`{"orderId":"o-1"}`), Reason: "asks",
+		RequestedAt: requested, Timeout: time.Hour, Requirements: []approvals.Requirement{{Group: "finance", Min: 2,
+			Eligible: []approvals.Voter{{Member: "ana", Name: "Ana"}, {Member: "bo", Name: "Bo"}}}}}, "q1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]any{"approvalId": a.ID})
+	r.Status, r.ApprovalID = store.RunAwaitingApproval, a.ID
+	if r, err = w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Approval: &a,
+		Events: []store.Event{{Type: "approval.requested", At: requested, Data: data, Notify: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	failed := w.clock.Now()
+	r.Status, r.Error = store.RunFailed, &store.RunError{Code: "handler_error", Message: "refund service down"}
+	if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Events: []store.Event{
+		{Type: "step.completed", At: failed},
+		{Type: "run.failed", At: failed, Notify: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	w.pass()
+
+	got := rec.byType()
+	if len(got) != 2 {
+		t.Fatalf("the endpoint got %d event types, want approval.requested and run.failed: %+v", len(got), got)
+	}
+	req := got["approval.requested"]
+	if !req.Timestamp.Equal(requested) || req.Data.Progress != a.ProgressText() || req.Data.Progress == "" ||
+		string(req.Data.Input) != `{"orderId":"o-1"}` || req.Data.ConsoleURL != "https://stead.example.com/console/#/approvals/"+a.ID {
+		t.Errorf("approval.requested: %+v", req)
+	}
+	fail := got["run.failed"]
+	if !fail.Timestamp.Equal(failed) || fail.Data.Error == nil || fail.Data.Error.Message != "refund service down" ||
+		fail.Data.ConsoleURL != "https://stead.example.com/console/#/runs/run_1" {
+		t.Errorf("run.failed: %+v (error %+v)", fail, fail.Data.Error)
+	}
+}
+
+// recipients is a channel that tells two people of every event, records
+// the data it was given, and delivers every send.
+type recipients struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	data map[string]notify.Data
+}
+
+func (c *recipients) Name() string { return "people" }
+
+func (c *recipients) Deliveries(_ context.Context, _ store.Run, ev store.Event, data notify.Data) ([]store.Delivery, error) {
+	c.mu.Lock()
+	c.data[ev.Type] = data
+	c.mu.Unlock()
+	return []store.Delivery{{EndpointID: "people:ana", Body: []byte(`{}`)}, {EndpointID: "people:bo", Body: []byte(`{}`)}}, nil
+}
+
+func (c *recipients) Send(context.Context, store.Delivery) (store.Attempt, bool) {
+	return store.Attempt{At: c.now(), Status: 250}, false
+}
+
+// A channel is given what a webhook with includeInput gets, and for an
+// escalation the group it tells; each recipient's delivery has its own
+// id, and a notice's deliveries are due at the notice's time.
+func TestChannelGetsTheEventPerRecipient(t *testing.T) {
+	w := setup(t)
+	ch := &recipients{now: w.clock.Now, data: map[string]notify.Data{}}
+	w.n = notify.New(notify.Config{Store: w.store, Now: w.clock.Now, PublicURL: "https://stead.example.com", Channels: []notify.Channel{ch}})
+	now := w.clock.Now()
+	w.gated("run_1", []approvals.Notice{{Kind: approvals.Escalated, After: time.Hour, Group: "finance-leads"}}, 2*time.Hour)
+	w.pass()
+	ch.mu.Lock()
+	req, esc := ch.data["approval.requested"], ch.data["approval.escalated"]
+	ch.mu.Unlock()
+	if string(req.Input) != `{}` || esc.EscalatedTo != "finance-leads" {
+		t.Errorf("the channel was given input %q and escalatedTo %q", req.Input, esc.EscalatedTo)
+	}
+	ids := map[string]string{}
+	for _, who := range []string{"people:ana", "people:bo"} {
+		page, err := w.store.ListDeliveries(w.ctx, "prj_a", who, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Items {
+			ids[d.ID] = who
+			switch d.Type {
+			case "approval.requested":
+				if d.Status != store.DeliveryDelivered {
+					t.Errorf("%s's approval.requested is %s", who, d.Status)
+				}
+			case "approval.escalated":
+				if d.Status != store.DeliveryPending || !d.NextAt.Equal(now.Add(time.Hour)) {
+					t.Errorf("%s's approval.escalated is %s, due %s, want pending until %s", who, d.Status, d.NextAt, now.Add(time.Hour))
+				}
+			}
+		}
+	}
+	if len(ids) != 4 {
+		t.Errorf("two recipients of two events have %d delivery ids, want 4: %v", len(ids), ids)
+	}
+}
+
+// A delivery of a channel this process does not have is tried like any
+// other: the try fails, naming the channel, and counts on the schedule.
+func TestChannelMissingFromThisProcessFailsTheTry(t *testing.T) {
+	w := setup(t)
+	ch := &fakeChannel{now: w.clock.Now, statuses: []int{451}}
+	w.n = notify.New(notify.Config{Store: w.store, Now: w.clock.Now, PublicURL: "https://stead.example.com", Channels: []notify.Channel{ch}})
+	w.run("run_1")
+	w.pass()
+	without := notify.New(notify.Config{Store: w.store, Now: w.clock.Now})
+	w.clock.Advance(5 * time.Second)
+	if err := without.Pass(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := w.only("fake:ana")
+	if d.Status != store.DeliveryPending || d.Tries != 2 || !strings.Contains(d.Attempts[1].Error, "no fake channel") ||
+		!d.NextAt.Equal(d.Attempts[1].At.Add(5*time.Minute)) {
+		t.Errorf("after a try without the channel: %s after %d tries, next at %s, %+v", d.Status, d.Tries, d.NextAt, d.Attempts)
+	}
+}
+
+// A ping is delivered only on a 2xx and tried once: a redirect or an
+// error fails it, and no pass tries it again.
+func TestPingTriedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   store.DeliveryStatus
+	}{
+		{http.StatusNoContent, store.DeliveryDelivered},
+		{http.StatusFound, store.DeliveryFailed},
+		{http.StatusInternalServerError, store.DeliveryFailed},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			srv, sent := answering(t, tc.status, "")
+			w := setup(t)
+			ep := w.endpoint("whe_a", srv.URL)
+			d, err := w.n.Ping(w.ctx, ep, "msg_ping")
+			if err != nil || d.Status != tc.want || d.Tries != 1 || d.Attempts[0].Status != tc.status {
+				t.Fatalf("ping answered %d: %+v, %v", tc.status, d, err)
+			}
+			w.clock.Advance(24 * time.Hour)
+			w.pass()
+			if n := sent.Load(); n != 1 {
+				t.Errorf("the endpoint got the ping %d times, want once", n)
+			}
+			if got := w.only("whe_a"); got.Status != tc.want || got.Tries != 1 {
+				t.Errorf("stored ping: %s after %d tries", got.Status, got.Tries)
+			}
+		})
 	}
 }
