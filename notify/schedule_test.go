@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,5 +370,346 @@ func TestNotifiesWhenTheProjectHasEndpoints(t *testing.T) {
 		if !withChannel.Notifies(ctx, "prj_a") {
 			t.Error("a project without endpoints does not notify although a channel is configured")
 		}
+	})
+}
+
+// faultStore is a store whose runs are gone, whose endpoints are gone, or
+// whose ListEndpoints or UpdateDelivery fail, as set.
+type faultStore struct {
+	*boltstore.Store
+	runsGone, endpointsGone bool
+	listEndpointsErr        atomic.Pointer[error]
+	updateDeliveryErr       error
+}
+
+func (s *faultStore) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if s.runsGone {
+		return store.Run{}, store.ErrNotFound
+	}
+	return s.Store.GetRun(ctx, id)
+}
+
+func (s *faultStore) GetEndpoint(ctx context.Context, projectID, id string) (store.Endpoint, error) {
+	if s.endpointsGone {
+		return store.Endpoint{}, store.ErrNotFound
+	}
+	return s.Store.GetEndpoint(ctx, projectID, id)
+}
+
+func (s *faultStore) ListEndpoints(ctx context.Context, projectID string) ([]store.Endpoint, error) {
+	if err := s.listEndpointsErr.Swap(nil); err != nil {
+		return nil, *err
+	}
+	return s.Store.ListEndpoints(ctx, projectID)
+}
+
+func (s *faultStore) UpdateDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error) {
+	if s.updateDeliveryErr != nil {
+		return store.Delivery{}, s.updateDeliveryErr
+	}
+	return s.Store.UpdateDelivery(ctx, d)
+}
+
+func (w *world) faulty(fs *faultStore) {
+	fs.Store = w.store
+	w.n = notify.New(notify.Config{Store: fs, Now: w.clock.Now, PublicURL: "https://stead.example.com"})
+}
+
+func (w *world) outbox() int {
+	w.t.Helper()
+	es, err := w.store.ListOutbox(w.ctx, 10)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return len(es)
+}
+
+// A run deleted before its fan-out leaves the outbox: nothing is sent
+// for it, and it is not read again.
+func TestDeletedRunLeavesTheOutbox(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.faulty(&faultStore{runsGone: true})
+	w.endpoint("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if n := w.outbox(); n != 0 || sent.Load() != 0 {
+		t.Errorf("after the fan-out of a deleted run: %d outbox entries, %d sent", n, sent.Load())
+	}
+}
+
+// A fan-out that could not read the project's endpoints leaves the run in
+// the outbox: the next pass sends its events.
+func TestOutboxKeptWhenEndpointsAreNotRead(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	fs := &faultStore{}
+	err := errors.New("the store is unavailable")
+	fs.listEndpointsErr.Store(&err)
+	w.faulty(fs)
+	w.endpoint("whe_a", srv.URL)
+	w.run("run_1")
+	if err := w.n.Pass(w.ctx); err == nil {
+		t.Fatal("a pass that could not read the endpoints reported no error")
+	}
+	if n := w.outbox(); n != 1 {
+		t.Fatalf("outbox after a failed fan-out: %d entries", n)
+	}
+	w.pass()
+	if n := sent.Load(); n != 3 {
+		t.Errorf("the next pass sent %d deliveries, want 3", n)
+	}
+}
+
+// A delivery another notifier took first is left to it, without an
+// error; a store error taking it is the pass's error. Neither is sent.
+func TestTakeLostOrFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"taken by another notifier", store.ErrConflict, false},
+		{"store unavailable", errors.New("the store is unavailable"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, sent := answering(t, http.StatusOK, "")
+			w := setup(t)
+			w.faulty(&faultStore{updateDeliveryErr: tc.err})
+			w.onlyRunSucceeded("whe_a", srv.URL)
+			w.run("run_1")
+			err := w.n.Pass(w.ctx)
+			if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, tc.err)) {
+				t.Errorf("pass: %v, want error %v", err, tc.wantErr)
+			}
+			if d := w.only("whe_a"); sent.Load() != 0 || d.Status != store.DeliveryPending || d.Tries != 0 {
+				t.Errorf("%d sent; delivery %s after %d tries", sent.Load(), d.Status, d.Tries)
+			}
+		})
+	}
+}
+
+// A due delivery whose endpoint was deleted fails, with no request made.
+func TestDeliveryToADeletedEndpointFails(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.faulty(&faultStore{endpointsGone: true})
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if d := w.only("whe_a"); sent.Load() != 0 || d.Status != store.DeliveryFailed || !strings.Contains(d.Attempts[0].Error, "deleted") {
+		t.Errorf("%d sent; delivery %s after %+v", sent.Load(), d.Status, d.Attempts)
+	}
+}
+
+// A delivery whose endpoint was disabled after it was made fails at its
+// next try, with no request made.
+func TestDeliveryToADisabledEndpointFails(t *testing.T) {
+	srv, sent := answering(t, http.StatusInternalServerError, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.DisabledAt, ep.DisabledReason = w.clock.Now(), "by hand"
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(5 * time.Second)
+	w.pass()
+	if d := w.only("whe_a"); sent.Load() != 1 || d.Status != store.DeliveryFailed || d.Tries != 2 || !strings.Contains(d.Attempts[1].Error, "by hand") {
+		t.Errorf("%d sent; delivery %s after %+v", sent.Load(), d.Status, d.Attempts)
+	}
+}
+
+// A Retry-After given as an HTTP date defers the next try to that time.
+func TestRetryAfterAsADate(t *testing.T) {
+	w := setup(t)
+	srv, _ := answering(t, http.StatusServiceUnavailable, w.clock.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if d := w.only("whe_a"); !d.NextAt.Equal(w.clock.Now().Add(time.Hour)) {
+		t.Errorf("Retry-After an hour from now: next try at %s, want %s", d.NextAt, w.clock.Now().Add(time.Hour))
+	}
+}
+
+// One pass fans out a run with more events than one page holds.
+func TestFanOutReadsEveryPage(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.gated("run_1", nil, time.Hour)
+	r, err := w.store.GetRun(w.ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make([]store.Event, 150)
+	for i := range events {
+		events[i] = store.Event{Type: "step.completed", At: w.clock.Now()}
+	}
+	events = append(events, store.Event{Type: "run.succeeded", At: w.clock.Now(), Notify: true})
+	r.Status = store.RunSucceeded
+	if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r, Events: events}); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	if n := w.outbox(); n != 0 || sent.Load() != 1 {
+		t.Errorf("after one pass: %d outbox entries, %d sent", n, sent.Load())
+	}
+}
+
+// during answers 200 (or status) after calling f once, while the first
+// try is in flight.
+func during(t *testing.T, status int, f func()) *httptest.Server {
+	t.Helper()
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(f)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A delivery is taken — its lease written — before it is sent: while it
+// is in flight, it is InFlight.
+func TestDeliveryTakenBeforeItIsSent(t *testing.T) {
+	w := setup(t)
+	var inFlight atomic.Bool
+	srv := during(t, http.StatusOK, func() {
+		page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+		inFlight.Store(err == nil && len(page.Items) == 1 && notify.InFlight(page.Items[0], w.clock.Now()))
+	})
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if !inFlight.Load() {
+		t.Error("the delivery was not in flight while it was sent")
+	}
+}
+
+// A try whose delivery was delivered meanwhile (by a retry) leaves it as
+// it is: delivered, with the attempt that delivered it.
+func TestDeliveredMeanwhileStaysDelivered(t *testing.T) {
+	w := setup(t)
+	srv := during(t, http.StatusInternalServerError, func() {
+		page, err := w.store.ListDeliveries(w.ctx, "prj_a", "whe_a", "", 10)
+		if err != nil || len(page.Items) != 1 {
+			t.Errorf("deliveries: %v", err)
+			return
+		}
+		d := page.Items[0].Record(store.Attempt{At: w.clock.Now(), Status: http.StatusOK})
+		d.Status, d.NextAt = store.DeliveryDelivered, time.Time{}
+		if _, err := w.store.UpdateDelivery(w.ctx, d); err != nil {
+			t.Errorf("concurrent delivery: %v", err)
+		}
+	})
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.run("run_1")
+	w.pass()
+	if d := w.only("whe_a"); d.Status != store.DeliveryDelivered || d.Tries != 1 || d.Attempts[0].Status != http.StatusOK {
+		t.Errorf("delivery: %s after %d tries %+v", d.Status, d.Tries, d.Attempts)
+	}
+}
+
+// An endpoint's health survives a concurrent write: a 410 disables an
+// endpoint written meanwhile, and one disabled meanwhile keeps the reason
+// it was disabled for. A success on a healthy endpoint writes nothing.
+func TestEndpointHealthAfterAConcurrentWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		disable    bool
+		wantReason string
+		wantWrites int64
+	}{
+		{"410 after an edit", http.StatusGone, false, "it answered 410 Gone", 2},
+		{"410 after disabled by hand", http.StatusGone, true, "by hand", 1},
+		{"success", http.StatusOK, false, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := setup(t)
+			srv := during(t, tc.status, func() {
+				ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if tc.disable {
+					ep.DisabledAt, ep.DisabledReason = w.clock.Now(), "by hand"
+				}
+				if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+					t.Errorf("concurrent write: %v", err)
+				}
+			})
+			w.onlyRunSucceeded("whe_a", srv.URL)
+			before, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.run("run_1")
+			w.pass()
+			ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_a")
+			if err != nil || ep.DisabledReason != tc.wantReason || ep.Version != before.Version+tc.wantWrites {
+				t.Errorf("endpoint: disabled for %q at version %d (was %d), %v; want %q after %d writes",
+					ep.DisabledReason, ep.Version, before.Version, err, tc.wantReason, tc.wantWrites)
+			}
+		})
+	}
+}
+
+// Run without an Interval looks every second; it returns when ctx ends.
+func TestRunWithoutAnInterval(t *testing.T) {
+	w := setup(t)
+	ctx, cancel := context.WithCancel(w.ctx)
+	cancel()
+	notify.New(notify.Config{Store: w.store}).Run(ctx)
+}
+
+// crowd is a channel with more recipients than one pass delivers.
+type crowd struct {
+	now  func() time.Time
+	sent atomic.Int64
+}
+
+func (c *crowd) Name() string { return "crowd" }
+
+func (c *crowd) Deliveries(_ context.Context, _ store.Run, ev store.Event, _ notify.Data) ([]store.Delivery, error) {
+	if ev.Type != "approval.requested" {
+		return nil, nil
+	}
+	ds := make([]store.Delivery, 150)
+	for i := range ds {
+		ds[i] = store.Delivery{EndpointID: "crowd:" + strconv.Itoa(i), Body: []byte(`{}`)}
+	}
+	return ds, nil
+}
+
+func (c *crowd) Send(context.Context, store.Delivery) (store.Attempt, bool) {
+	c.sent.Add(1)
+	return store.Attempt{At: c.now(), Status: 250}, false
+}
+
+// A fan-out asks for another pass at once: what one pass could not
+// deliver goes out without waiting for the interval.
+func TestFanOutDeliversBeyondOnePass(t *testing.T) {
+	w := setup(t)
+	w.run("run_1")
+	synctest.Test(t, func(t *testing.T) {
+		ch := &crowd{now: w.clock.Now}
+		n := notify.New(notify.Config{Store: w.store, Now: w.clock.Now, Interval: time.Hour, Channels: []notify.Channel{ch}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { n.Run(ctx); close(done) }()
+		synctest.Wait()
+		if got := ch.sent.Load(); got != 150 {
+			t.Errorf("before the interval, %d of 150 deliveries went out", got)
+		}
+		cancel()
+		<-done
 	})
 }
