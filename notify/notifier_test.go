@@ -558,7 +558,7 @@ func TestInFlight(t *testing.T) {
 	later := store.Delivery{Status: store.DeliveryPending, UpdatedAt: now, NextAt: now.Add(5 * time.Minute)}
 	done := taken
 	done.Status = store.DeliveryDelivered
-	if !notify.InFlight(taken, now.Add(time.Second)) || notify.InFlight(taken, now.Add(time.Minute)) ||
+	if !notify.InFlight(taken, now.Add(time.Second)) || notify.InFlight(taken, now.Add(time.Minute)) || notify.InFlight(taken, taken.NextAt) ||
 		notify.InFlight(later, now) || notify.InFlight(done, now) {
 		t.Error("InFlight")
 	}
@@ -694,7 +694,7 @@ func TestPayloadSaysWhatHappened(t *testing.T) {
 		t.Errorf("approval.requested: %+v", req)
 	}
 	fail := got["run.failed"]
-	if !fail.Timestamp.Equal(failed) || fail.Data.Error == nil || fail.Data.Error.Message != "refund service down" ||
+	if !fail.Timestamp.Equal(failed) || fail.Data.RunStatus != "failed" || fail.Data.EndUserID != "alice" || fail.Data.Error == nil || fail.Data.Error.Message != "refund service down" ||
 		fail.Data.ConsoleURL != "https://stead.example.com/console/#/runs/run_1" {
 		t.Errorf("run.failed: %+v (error %+v)", fail, fail.Data.Error)
 	}

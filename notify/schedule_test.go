@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -380,6 +381,17 @@ type faultStore struct {
 	runsGone, endpointsGone bool
 	listEndpointsErr        atomic.Pointer[error]
 	updateDeliveryErr       error
+	// meanwhile, when set, runs once after the first ListEvents.
+	meanwhile func()
+	once      sync.Once
+}
+
+func (s *faultStore) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
+	evs, err := s.Store.ListEvents(ctx, runID, afterSeq, limit)
+	if s.meanwhile != nil {
+		s.once.Do(s.meanwhile)
+	}
+	return evs, err
 }
 
 func (s *faultStore) GetRun(ctx context.Context, id string) (store.Run, error) {
@@ -712,4 +724,109 @@ func TestFanOutDeliversBeyondOnePass(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// webhook.disabled is timed when the endpoint was disabled: the try that
+// disabled it, not when the others were told.
+func TestDisabledTimedAtTheDisable(t *testing.T) {
+	w := setup(t)
+	gone := during(t, http.StatusGone, func() { w.clock.Advance(time.Minute) })
+	w.onlyRunSucceeded("whe_gone", gone.URL)
+	other := w.endpoint("whe_other", "http://127.0.0.1:1")
+	other.Events = []string{notify.Disabled}
+	if _, err := w.store.UpdateEndpoint(w.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	w.run("run_1")
+	w.pass()
+	ep, err := w.store.GetEndpoint(w.ctx, "prj_a", "whe_gone")
+	if err != nil || !ep.Disabled() {
+		t.Fatalf("endpoint after a 410: %+v, %v", ep, err)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal(w.only("whe_other").Body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != notify.Disabled || !p.Timestamp.Equal(ep.DisabledAt) || p.Data.WebhookID != "whe_gone" {
+		t.Errorf("webhook.disabled at %s about %q, want at %s about whe_gone", p.Timestamp, p.Data.WebhookID, ep.DisabledAt)
+	}
+}
+
+// An approval's notices are scheduled by its request only: a vote on it
+// brings no second reminder.
+func TestVoteSchedulesNoSecondReminder(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	ep := w.endpoint("whe_a", srv.URL)
+	ep.Events = []string{"approval.reminder"}
+	if _, err := w.store.UpdateEndpoint(w.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	now := w.clock.Now()
+	a := w.gated("run_1", []approvals.Notice{{Kind: approvals.Reminder, After: 30 * time.Minute}}, time.Hour)
+	w.pass()
+	r, err := w.store.GetRun(w.ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]any{"approvalId": a.ID})
+	if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r,
+		Events: []store.Event{{Type: "approval.vote", At: now.Add(10 * time.Minute), Data: data, Notify: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Set(now.Add(10 * time.Minute))
+	w.pass()
+	w.clock.Set(now.Add(30 * time.Minute))
+	w.pass()
+	if n := sent.Load(); n != 1 {
+		t.Errorf("the endpoint got %d reminders, want 1", n)
+	}
+}
+
+// A run whose fan-out fails does not hold up the others: the pass reports
+// it and delivers theirs.
+func TestFanOutOfOtherRunsGoesOn(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	now := w.clock.Now()
+	if _, err := w.store.CreateRun(w.ctx, store.Run{ID: "run_0", ProjectID: "prj_a", Agent: "refunds", Deployment: 1,
+		Status: store.RunRunning, Input: json.RawMessage(`{}`), Trust: store.Trusted, CreatedAt: now, UpdatedAt: now},
+		[]store.Event{{Type: "approval.requested", At: now, Data: json.RawMessage(`{}`), Notify: true}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Second)
+	w.run("run_1")
+	if err := w.n.Pass(w.ctx); err == nil || !strings.Contains(err.Error(), "run_0") {
+		t.Errorf("pass: %v, want run_0's error", err)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("run_1's run.succeeded was sent %d times, want once", n)
+	}
+}
+
+// An event appended while its run is fanned out stays in the outbox: the
+// next pass sends it.
+func TestEventAppendedDuringTheFanOutIsSent(t *testing.T) {
+	srv, sent := answering(t, http.StatusOK, "")
+	w := setup(t)
+	w.onlyRunSucceeded("whe_a", srv.URL)
+	w.gated("run_1", nil, time.Hour)
+	w.faulty(&faultStore{meanwhile: func() {
+		r, err := w.store.GetRun(w.ctx, "run_1")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		r.Status = store.RunSucceeded
+		if _, err := w.store.CommitRun(w.ctx, store.RunCommit{Run: r,
+			Events: []store.Event{{Type: "run.succeeded", At: w.clock.Now(), Notify: true}}}); err != nil {
+			t.Error(err)
+		}
+	}})
+	w.pass()
+	w.pass()
+	if n := sent.Load(); n != 1 {
+		t.Errorf("the run.succeeded appended during the fan-out was sent %d times, want once", n)
+	}
 }
