@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func TestApproveAndRememberRefusedDecidesNothing(t *testing.T) {
 		{"refunds", engine.RememberParams{For: 48 * time.Hour}, "for"},
 		{"refunds", engine.RememberParams{For: time.Hour, Exact: true, When: []byte(`{"type": "object"}`)}, "when"},
 		{"plain", engine.RememberParams{For: time.Hour}, ""},
+		{"refunds", engine.RememberParams{For: time.Hour, When: []byte(`{"description": "` + strings.Repeat("x", approvals.MaxRuleWhen) + `"}`)}, "when"},
 	} {
 		r := h.startAs(bo, tc.agent, "alice", `{"orderId": "o-1", "amount": 5, "untrusted": false}`)
 		a := h.pending(r.ID)
@@ -69,4 +71,19 @@ func TestRememberedDecisionEndsWithItsMaker(t *testing.T) {
 			wantStatus(t, after, store.RunAwaitingApproval, "")
 		})
 	}
+}
+
+// A remembered decision whose maker's key names no member of the project
+// lets nothing through: there is no authority for it to stand for.
+func TestRememberedDecisionOfNoMemberLetsNothingThrough(t *testing.T) {
+	h := setupRemember(t)
+	ghost := ana
+	ghost.ID, ghost.MemberID = "key_ghost", "mem_ghost"
+	r := h.startAs(bo, "refunds", "alice", `{"orderId":"o-1","amount":12,"untrusted":false}`)
+	_, rule, err := h.eng.ApproveAndRemember(h.ctx, ghost, engine.DecideParams{ApprovalID: h.pending(r.ID).ID}, engine.RememberParams{For: time.Hour})
+	if err != nil || rule.CreatedByMember != "mem_ghost" {
+		t.Fatalf("approve and remember: %+v (%v)", rule, err)
+	}
+	after := h.startAs(bo, "refunds", "alice", `{"orderId":"o-2","amount":30,"untrusted":false}`)
+	wantStatus(t, after, store.RunAwaitingApproval, "")
 }

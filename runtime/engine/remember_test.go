@@ -399,6 +399,10 @@ func TestRememberRefuses(t *testing.T) {
 	a := approved("refunds")
 	plain := approved("plain")
 	pending := h.pending(h.startAs(bo, "refunds", "alice", input).ID)
+	denied, err := h.decide(ana, h.pending(h.startAs(bo, "refunds", "alice", input).ID).ID, false, "", "")
+	if err != nil || denied.DecidedBy != ana.ID {
+		t.Fatalf("deny: %+v (%v)", denied, err)
+	}
 	quorum := a
 	quorum.Requirements = []approvals.Requirement{{Group: "finance", Min: 2}}
 	for _, c := range []struct {
@@ -417,6 +421,7 @@ func TestRememberRefuses(t *testing.T) {
 		{"a bad schema", ana, a, engine.RememberParams{For: time.Hour, When: json.RawMessage(`{"properties": {"amount": {"maximum": "x"}}}`)}, "when", engine.RememberInvalid, "/properties/amount/maximum"},
 		{"not the approver", bo, a, engine.RememberParams{For: time.Hour}, "", engine.RememberNotDecider, "approved by Ana Diaz (key_ana)"},
 		{"still pending", ana, pending, engine.RememberParams{For: time.Hour}, "", engine.RememberNotDecider, "is pending"},
+		{"denied by the actor", ana, denied, engine.RememberParams{For: time.Hour}, "", engine.RememberNotDecider, "is denied"},
 		{"a tool that does not opt in", ana, plain, engine.RememberParams{For: time.Hour}, "", engine.RememberNotAllowed, `"approvals": {"remember": {"max": "24h"}}`},
 		{"an approval with approvers", ana, quorum, engine.RememberParams{For: time.Hour}, "", engine.RememberNotAllowed, "never stands in for a quorum"},
 	} {
@@ -426,7 +431,7 @@ func TestRememberRefuses(t *testing.T) {
 			t.Errorf("%s: error %#v, want a RememberError on %q (%s) saying %q", c.name, err, c.field, c.reason, c.says)
 		}
 	}
-	_, err := h.eng.Remember(h.ctx, h.customer, a, engine.RememberParams{For: time.Hour})
+	_, err = h.eng.Remember(h.ctx, h.customer, a, engine.RememberParams{For: time.Hour})
 	wantErr(t, err, engine.ErrForbidden)
 	_, err = h.eng.Remember(h.ctx, h.other, a, engine.RememberParams{For: time.Hour})
 	wantErr(t, err, store.ErrNotFound)
@@ -452,6 +457,8 @@ func TestRulesAccess(t *testing.T) {
 	_, err := h.eng.RevokeRule(h.ctx, viewer, rule.ID)
 	wantErr(t, err, engine.ErrForbidden)
 	_, err = h.eng.ListRules(h.ctx, h.customer, store.RuleFilter{})
+	wantErr(t, err, engine.ErrForbidden)
+	_, err = h.eng.GetRule(h.ctx, h.customer, rule.ID)
 	wantErr(t, err, engine.ErrForbidden)
 	_, err = h.eng.GetRule(h.ctx, h.other, rule.ID)
 	wantErr(t, err, store.ErrNotFound)
@@ -501,4 +508,67 @@ func TestRememberedDecisionInAnAgentLoop(t *testing.T) {
 	if p["decision"] != "allow" || p["remembered"] != rule.ID || !strings.Contains(p["reason"].(string), "remembered decision "+rule.ID) {
 		t.Errorf("tool.called policy %v, want allow by %s", p, rule.ID)
 	}
+}
+
+// TestRuleEndedByTheFirstDeploymentThatEnds: a rule's state names the
+// first of the latest run of deployments that each end it, and why the
+// latest ends it; past maxEndedWalk deployments back it names none.
+func TestRuleEndedByTheFirstDeploymentThatEnds(t *testing.T) {
+	t.Parallel()
+	input := `{"orderId":"o-1","amount":12,"untrusted":false}`
+	same := rememberVariant("", "", "", "")
+	changed := rememberVariant("Refund one order, now.", "", "", "")
+	noRemember := strings.Replace(same, `"approvals": {"remember": {"max": "24h"}},`, "", 1)
+	noAgent := `{"agents": {"plain": {"tools": {"check": {"effect": "read"}}, "steps": [{"id": "check", "tool": "check", "input": {}}]}}}`
+	for _, c := range []struct {
+		name    string
+		deploys []string
+		endedBy int // deployments after the rule's; -1: none named
+		says    string
+	}{
+		{"changed, changed back, changed again", []string{changed, same, changed}, 3, "posture or agent refunds's policy changed"},
+		{"changed as far back as the walk reads", slices.Repeat([]string{changed}, 9), 1, "posture"},
+		{"changed further back than the walk reads", slices.Repeat([]string{changed}, 10), -1, "posture"},
+		{"the tool no longer opts in", []string{noRemember}, 1, "refundOrder no longer allows remembered decisions"},
+		{"the agent is no longer deployed", []string{noAgent}, 1, "agent refunds is not deployed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := setupRemember(t)
+			_, rule := h.approveAndRemember("refunds", "alice", input, engine.RememberParams{For: time.Hour})
+			for _, cfg := range c.deploys {
+				h.deploy(h.owner, rememberHandlers, cfg)
+			}
+			info, err := h.eng.GetRule(h.ctx, h.owner, rule.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := rule.Deployment + c.endedBy
+			if c.endedBy < 0 {
+				want = 0
+			}
+			if info.State != engine.RuleEnded || info.EndedBy != want || !strings.Contains(info.Ended, c.says) {
+				t.Errorf("rule state %s, ended by %d (%s); want ended by %d, saying %q", info.State, info.EndedBy, info.Ended, want, c.says)
+			}
+		})
+	}
+}
+
+// TestRememberedDecisionOfKeysWithoutMembers: where approvals are
+// separated from the requester, a rule made by a key of no member passes
+// a run whose requester is unknown (no one is known to decide their own
+// call, as with its approval, which anyone may decide).
+func TestRememberedDecisionOfKeysWithoutMembers(t *testing.T) {
+	t.Parallel()
+	h := setupRemember(t)
+	input := `{"orderId":"o-1","amount":12,"untrusted":false}`
+	r := h.startAs(h.dev, "separated", "alice", input)
+	_, rule, err := h.eng.ApproveAndRemember(h.ctx, h.owner, engine.DecideParams{ApprovalID: h.pending(r.ID).ID}, engine.RememberParams{For: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requester != "" || rule.CreatedByMember != "" {
+		t.Fatalf("fixture: requester %q, rule made by member %q", r.Requester, rule.CreatedByMember)
+	}
+	wantRemembered(t, h, h.startAs(h.dev, "separated", "alice", input), rule)
 }
