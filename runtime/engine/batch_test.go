@@ -254,20 +254,30 @@ const bigReads = `{
 }`
 
 // The read steps held for one commit keep their outputs, together, within
-// what one step may keep: with outputs of 570 bytes and a limit of 1000, a
-// is held, b's commit records both, and c goes on its own before the write.
+// what one step may keep, the limit included: with outputs of 564 bytes
+// and a limit of 1000, a is held, b's commit records both, and c goes on
+// its own before the write; with a limit of exactly two outputs, a and b
+// are held and c's commit records all three.
 func TestHeldOutputsStayWithinTheInlineLimit(t *testing.T) {
 	t.Parallel()
-	log := &commitLog{}
-	h := setup(t, func(o *options) {
-		o.maxOutputInline = 1000
-		o.wrap = func(s store.Store) store.Store { log.Store = s; return log }
-	})
-	h.deploy(h.owner, handlers, bigReads)
-	r := h.start("bigReads", `{}`)
-	wantStatus(t, r, store.RunSucceeded, "")
-	if got, want := log.recorded(), [][]string{{"a", "b"}, {"c"}, {"d"}}; !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("steps per commit = %v, want %v", got, want)
+	for _, c := range []struct {
+		limit int
+		want  [][]string
+	}{
+		{1000, [][]string{{"a", "b"}, {"c"}, {"d"}}},
+		{1128, [][]string{{"a", "b", "c"}, {"d"}}},
+	} {
+		log := &commitLog{}
+		h := setup(t, func(o *options) {
+			o.maxOutputInline = c.limit
+			o.wrap = func(s store.Store) store.Store { log.Store = s; return log }
+		})
+		h.deploy(h.owner, handlers, bigReads)
+		r := h.start("bigReads", `{}`)
+		wantStatus(t, r, store.RunSucceeded, "")
+		if got := log.recorded(); !slices.EqualFunc(got, c.want, slices.Equal) {
+			t.Errorf("limit %d: steps per commit = %v, want %v", c.limit, got, c.want)
+		}
 	}
 }
 
