@@ -257,7 +257,8 @@ const bigReads = `{
 // what one step may keep, the limit included: with outputs of 564 bytes
 // and a limit of 1000, a is held, b's commit records both, and c goes on
 // its own before the write; with a limit of exactly two outputs, a and b
-// are held and c's commit records all three.
+// are held and c's commit records all three, and no commit comes before
+// the write's handler, nothing being held.
 func TestHeldOutputsStayWithinTheInlineLimit(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -277,6 +278,11 @@ func TestHeldOutputsStayWithinTheInlineLimit(t *testing.T) {
 		wantStatus(t, r, store.RunSucceeded, "")
 		if got := log.recorded(); !slices.EqualFunc(got, c.want, slices.Equal) {
 			t.Errorf("limit %d: steps per commit = %v, want %v", c.limit, got, c.want)
+		}
+		// With nothing held, the write's handler runs without a commit
+		// before it.
+		if len(log.commits) != len(c.want) {
+			t.Errorf("limit %d: %d commits, want one per group of steps (%d)", c.limit, len(log.commits), len(c.want))
 		}
 	}
 }
