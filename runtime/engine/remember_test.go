@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"stead/approvals"
 	"stead/runtime/agent"
 	"stead/runtime/engine"
@@ -571,4 +573,23 @@ func TestRememberedDecisionOfKeysWithoutMembers(t *testing.T) {
 		t.Fatalf("fixture: requester %q, rule made by member %q", r.Requester, rule.CreatedByMember)
 	}
 	wantRemembered(t, h, h.startAs(h.dev, "separated", "alice", input), rule)
+}
+
+// A rule whose stored schema does not compile (stored by an older
+// version, say) lets nothing through.
+func TestRememberedDecisionWithAnUnusableSchemaLetsNothingThrough(t *testing.T) {
+	t.Parallel()
+	h := setupRemember(t)
+	input := `{"orderId":"o-1","amount":12,"untrusted":false}`
+	_, made := h.approveAndRemember("refunds", "alice", input, engine.RememberParams{For: time.Hour})
+	if _, err := h.eng.RevokeRule(h.ctx, ana, made.ID); err != nil {
+		t.Fatal(err)
+	}
+	bad := made
+	bad.ID = approvals.NewRuleID(ulid.MustNew(ulid.Timestamp(made.CreatedAt), ulid.DefaultEntropy()).String(), made.Agent, made.Tool, made.EndUserID)
+	bad.When = json.RawMessage(`{"properties": {"amount": {"maximum": "x"}}}`)
+	if err := h.store.CreateRule(h.ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	wantAsked(t, h, h.startAs(bo, "refunds", "alice", input))
 }
