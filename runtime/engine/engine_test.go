@@ -976,3 +976,39 @@ func TestSweepLeavesADecidedRunToItsDispatch(t *testing.T) {
 		t.Errorf("sweep right after the decision = %+v, %v; want nothing redispatched", res, err)
 	}
 }
+
+// The runs kept for their first waiters are the newest 1024 created: a
+// wait on one of them reads nothing from the store, a wait on an older
+// one reads the run.
+func TestOnlyTheNewestCreatedRunsAreKeptForWaiters(t *testing.T) {
+	t.Parallel()
+	reads := &countingReads{}
+	h := setup(t, func(o *options) { o.wrap = func(s store.Store) store.Store { reads.Store = s; return reads } })
+	h.cfg.SoleWriter = true
+	h.restart()
+	const kept, created = 1024, 1026
+	ids := make([]string, created)
+	for i := range ids {
+		r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = r.ID
+	}
+	for i, id := range ids {
+		if i > 2 && i < created-1 {
+			continue
+		}
+		before := reads.n.Load()
+		if r, err := h.eng.WaitRun(h.ctx, h.dev, id, 0); err != nil || r.ID != id {
+			t.Fatalf("wait on run %d: %s, %v", i, r.ID, err)
+		}
+		wantReads := int64(0)
+		if i < created-kept {
+			wantReads = 1
+		}
+		if n := reads.n.Load() - before; n != wantReads {
+			t.Errorf("wait on run %d of %d: %d reads, want %d", i, created, n, wantReads)
+		}
+	}
+}
