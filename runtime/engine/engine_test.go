@@ -1012,3 +1012,24 @@ func TestOnlyTheNewestCreatedRunsAreKeptForWaiters(t *testing.T) {
 		}
 	}
 }
+
+// A process that is not its runs' sole writer keeps no created run for
+// its waiters: a wait on a run another process changed since answers the
+// change.
+func TestWaitAnswersAChangeByAnotherProcessToARunJustCreated(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := h.clock.Now().Add(time.Hour) // past the lease its create took
+	claimed, err := h.store.ClaimRun(h.ctx, store.ClaimParams{RunID: r.ID, Owner: "elsewhere/lease", Until: now.Add(time.Hour), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.eng.WaitRun(h.ctx, h.dev, r.ID, 0)
+	if err != nil || got.Version != claimed.Version || got.LeaseOwner != "elsewhere/lease" {
+		t.Errorf("wait: version %d, lease %q (%v); want the other process's claim, version %d", got.Version, got.LeaseOwner, err, claimed.Version)
+	}
+}
