@@ -181,6 +181,9 @@ func TestDeny(t *testing.T) {
 	if types[len(types)-2] != "approval.denied" || types[len(types)-1] != "run.failed" {
 		t.Errorf("trace ends %v", types)
 	}
+	if d := h.eventData(r.ID, "approval.denied"); d["note"] != "not eligible" || d["customerNote"] != nil {
+		t.Errorf("approval.denied = %v, want the note, and none for the customer (the tool does not set noteToCustomer)", d)
+	}
 	// Deciding again is refused with the approval as it stands.
 	got, err := h.decide(h.owner, a.ID, true, "", "")
 	wantErr(t, err, approvals.ErrNotPending)
@@ -1031,5 +1034,49 @@ func TestWaitAnswersAChangeByAnotherProcessToARunJustCreated(t *testing.T) {
 	got, err := h.eng.WaitRun(h.ctx, h.dev, r.ID, 0)
 	if err != nil || got.Version != claimed.Version || got.LeaseOwner != "elsewhere/lease" {
 		t.Errorf("wait: version %d, lease %q (%v); want the other process's claim, version %d", got.Version, got.LeaseOwner, err, claimed.Version)
+	}
+}
+
+// A denial's note goes to the customer only where the tool sets
+// approvals.noteToCustomer.
+func TestDenialNoteToTheCustomer(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.deploy(h.owner, handlers, strings.Replace(config, `"approvals": { "timeout": "1h" },`, `"approvals": { "timeout": "1h", "noteToCustomer": true },`, 1))
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	if _, err := h.decide(h.owner, h.pending(r.ID).ID, false, "past the 30 days", ""); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.eventData(r.ID, "approval.denied"); d["customerNote"] != "past the 30 days" {
+		t.Errorf("approval.denied = %v, want the note for the customer", d)
+	}
+}
+
+// An approval "edited" to its own input (the same JSON, keys in another
+// order) is no edit: the trace says nothing was edited.
+func TestApproveWithTheSameInputIsNoEdit(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	r := h.start("refunds", `{"orderId":"o-1","amount":12}`)
+	if _, err := h.decide(h.dev, h.pending(r.ID).ID, true, "", `{"item": {"amount": 12, "id": "o-1"}}`); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, h.run(r.ID), store.RunSucceeded, "")
+	if d := h.eventData(r.ID, "approval.approved"); d["edited"] != nil || d["input"] != nil || d["originalInput"] != nil {
+		t.Errorf("approval.approved = %v, want no edit", d)
+	}
+}
+
+// ListApprovals lists the actor's project's approvals, whatever project
+// the filter names.
+func TestListApprovalsOfTheActorsProjectOnly(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	a := h.pending(h.start("refunds", `{"orderId":"o-1","amount":12}`).ID)
+	if p, err := h.eng.ListApprovals(h.ctx, h.owner, store.ApprovalFilter{}); err != nil || len(p.Items) != 1 || p.Items[0].ID != a.ID {
+		t.Fatalf("the project's approvals: %+v (%v)", p.Items, err)
+	}
+	if p, err := h.eng.ListApprovals(h.ctx, h.other, store.ApprovalFilter{ProjectID: h.project}); err != nil || len(p.Items) != 0 {
+		t.Errorf("another project lists %+v (%v)", p.Items, err)
 	}
 }
