@@ -319,3 +319,23 @@ func TestPurgedRunIsNotAnsweredFromMemory(t *testing.T) {
 		t.Errorf("wait for a purged run: err = %v, want not found", err)
 	}
 }
+
+// Nor from what the engine kept of it for a wait that has ended.
+func TestPurgedRunIsNotAnsweredFromAnEndedWait(t *testing.T) {
+	t.Parallel()
+	h, _ := setupPool(t, 1, func(o *options) { o.retention = time.Hour })
+	r, _, err := h.eng.StartRun(h.ctx, h.dev, engine.StartParams{Agent: "plain", EndUserID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := h.eng.WaitFor(h.ctx, h.dev, r.ID, func(r store.Run) bool { return r.Status.Terminal() }); err != nil || !done.Status.Terminal() {
+		t.Fatalf("wait for the run to end: %s, %v", done.Status, err)
+	}
+	h.clock.Advance(2 * time.Hour)
+	if res, err := h.eng.Sweep(h.ctx); err != nil || res.Purged == 0 {
+		t.Fatalf("sweep past the retention: %+v, %v", res, err)
+	}
+	if _, err := h.eng.WaitFor(h.ctx, h.dev, r.ID, func(store.Run) bool { return true }); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("wait for a purged run: err = %v, want not found", err)
+	}
+}
