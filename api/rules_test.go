@@ -66,6 +66,17 @@ func TestRules(t *testing.T) {
 		got.InputDigest != a.InputDigest || got.State != "active" || got.EndUserID != "alice" || !got.ExpiresAt.Equal(w.clock.Now().Add(2*time.Hour)) {
 		t.Errorf("rule %+v", got)
 	}
+	// An active rule has no revocation: no revokedAt (not a zero time),
+	// revokedBy or revokedByName.
+	var raw struct {
+		Rules []map[string]json.RawMessage `json:"rules"`
+	}
+	w.must(w.do("GET", "/v1/rules", w.owner, nil), 200).decode(&raw)
+	for _, k := range []string{"revokedAt", "revokedBy", "revokedByName"} {
+		if v, ok := raw.Rules[0][k]; ok {
+			t.Errorf("an active rule shows %s %s", k, v)
+		}
+	}
 
 	// The same call of alice's runs is let through now.
 	next := w.wait(w.start("refunds", "alice", map[string]any{"orderId": "o-1", "amount": 12}).ID, "terminal")
