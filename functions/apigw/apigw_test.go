@@ -93,6 +93,11 @@ func TestRequestFromGoldenEvent(t *testing.T) {
 	if got := r.Header.Get("Authorization"); got != "Bearer stk_abc" {
 		t.Errorf("Authorization %q", got)
 	}
+	// An event without cookies makes a request without a Cookie header
+	// (not an empty one).
+	if v, ok := r.Header["Cookie"]; ok {
+		t.Errorf("Cookie %q, want no Cookie header", v)
+	}
 	if string(s.body) != `{"value":{"id":"o-1"}}` || r.ContentLength != int64(len(s.body)) {
 		t.Errorf("body %q (ContentLength %d)", s.body, r.ContentLength)
 	}
