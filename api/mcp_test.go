@@ -281,6 +281,9 @@ func TestMCPTasks(t *testing.T) {
 	if goTask := callIDOf(t, res); goTask == task.TaskID {
 		t.Errorf("a second call is the first task %s", goTask)
 	}
+	if res.IsError || text(res) != "" {
+		t.Errorf("a client that declared tasks got the awaiting-approval result %q, want a task", text(res))
+	}
 	got, err := mcpclient.GetTask(t.Context(), cs, task.TaskID)
 	if err != nil {
 		t.Fatal(err)
