@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,6 +355,14 @@ func TestAPIKeys(t *testing.T) {
 	list := w.must(w.do("GET", "/v1/keys", w.owner, nil), 200)
 	if strings.Contains(string(list.body), k.Key) || strings.Contains(string(list.body), "hash") {
 		t.Errorf("key list leaks secrets: %s", list.body)
+	}
+	var listed wire.KeyList
+	list.decode(&listed)
+	for i, lk := range listed.Keys {
+		list.lacks([]string{"keys", strconv.Itoa(i)}, "key")
+		if lk.RevokedAt.IsZero() {
+			list.lacks([]string{"keys", strconv.Itoa(i)}, "revokedAt")
+		}
 	}
 	w.must(w.do("GET", "/v1/agents", k.Key, nil), 200)
 	w.must(w.do("DELETE", "/v1/keys/"+k.ID, w.owner, nil), 200)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -273,6 +274,37 @@ func (r *response) apiErr() api.Error {
 	var b api.ErrorBody
 	r.decode(&b)
 	return b.Error
+}
+
+// lacks fails the test when the object at path in the body (a list's
+// name and an index, e.g. "keys", "0"; none for the body itself) has any of
+// the fields: what is unset is left out, not shown as "", null or
+// 0001-01-01T00:00:00Z.
+func (r *response) lacks(path []string, fields ...string) {
+	r.t.Helper()
+	var v any
+	r.decode(&v)
+	for _, p := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i >= len(x) {
+				r.t.Fatalf("%s: no %v in %s", r.req, path, r.body)
+			}
+			v = x[i]
+		}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		r.t.Fatalf("%s: %v is not an object in %s", r.req, path, r.body)
+	}
+	for _, f := range fields {
+		if got, ok := obj[f]; ok {
+			r.t.Errorf("%s: %v has %s %#v, want it left out", r.req, path, f, got)
+		}
+	}
 }
 
 // request builds a request: body nil (none), string or []byte (sent as is,

@@ -29,6 +29,7 @@ func TestMCPKeys(t *testing.T) {
 	if len(list.Keys) != 1 || list.Keys[0].ID != k.ID || list.Keys[0].Key != "" || !list.Keys[0].RevokedAt.IsZero() {
 		t.Fatalf("list %+v", list.Keys)
 	}
+	resp.lacks([]string{"keys", "0"}, "key", "revokedAt")
 	// It is no API key: the REST API refuses it, naming what it is for.
 	resp = w.must(w.do("GET", "/v1/runs", k.Key, nil), 403)
 	if msg := resp.apiErr().Message; !strings.Contains(msg, "refunds") || !strings.Contains(msg, "alice") || !strings.Contains(msg, k.Prefix) {

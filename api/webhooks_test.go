@@ -129,6 +129,8 @@ func TestWebhooks(t *testing.T) {
 	if len(hooks.Webhooks) != 1 || hooks.Webhooks[0].ID != h.ID || strings.Contains(string(list.body), "whsec_") {
 		t.Errorf("list %s", list.body)
 	}
+	// An enabled endpoint that never failed nor rotated shows none of that.
+	list.lacks([]string{"webhooks", "0"}, "secret", "disabledAt", "disabledReason", "failingSince", "previousSecretUntil")
 	one := w.must(w.do("GET", "/v1/webhooks/"+h.ID, w.owner, nil), 200)
 	if strings.Contains(string(one.body), "whsec_") || !strings.Contains(string(one.body), `"state":"enabled"`) {
 		t.Errorf("get %s", one.body)
