@@ -149,6 +149,9 @@ func TestUnavailable(t *testing.T) {
 				!strings.HasPrefix(err.Error(), "MCP server s ("+tc.url+") ") {
 				t.Errorf("err = %v (%#v), want retryable %v saying %q", err, ue, tc.retryable, tc.says)
 			}
+			if ue != nil && errors.Unwrap(ue) == nil {
+				t.Errorf("%v: Unwrap is nil, want the failure underneath", err)
+			}
 		})
 	}
 }
@@ -511,5 +514,202 @@ func TestMissingAndChangedErrorsSayWhatHappened(t *testing.T) {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q\nwant %q", got, tc.want)
 		}
+	}
+}
+
+// fakeServer is an MCP server over plain JSON responses that opens a
+// session on initialize and answers every other request as answer says:
+// for a JSON-RPC method (or "DELETE", closing the session), an HTTP status
+// and, for 200, the result; status 0 accepts a notification or the DELETE.
+func fakeServer(t *testing.T, answer func(method string) (status int, result string)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		method := r.Method
+		if r.Method == http.MethodPost {
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			method = req.Method
+		}
+		status, result := http.StatusOK, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`, req.Params.ProtocolVersion)
+		switch method {
+		case "server/discover": // a revision this server predates
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, req.ID)
+			return
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "session-1")
+		default:
+			status, result = answer(method)
+		}
+		switch {
+		case status == 0:
+			w.WriteHeader(http.StatusAccepted)
+		case status != http.StatusOK:
+			http.Error(w, http.StatusText(status), status)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, result)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestHTTPClientSendsEveryRequest: Options.HTTPClient, when set, carries
+// every request in place of the egress policy's client, with http's default
+// transport when it has none.
+func TestHTTPClientSendsEveryRequest(t *testing.T) {
+	t.Parallel()
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	url := serve(t, "Echo.", nil)
+	var sent atomic.Int32
+	own := &http.Transport{}
+	t.Cleanup(own.CloseIdleConnections)
+	counting := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return own.RoundTrip(r)
+	})
+	for _, tc := range []struct {
+		name string
+		hc   *http.Client
+	}{
+		{"its own transport", &http.Client{Transport: counting}},
+		{"no transport", &http.Client{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The zero egress policy refuses loopback: only the client given can reach the server.
+			c := mcptool.New(mcptool.Options{HTTPClient: tc.hc})
+			if _, err := c.Definitions(context.Background(), mcptool.Server{Name: "s", URL: url}, []string{"echo"}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if sent.Load() == 0 {
+		t.Error("no request went through the HTTPClient's transport")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestCallWithoutArgumentsSendsAnObject: a call with no input reaches a
+// tool whose schema wants an object as an empty one, not as null.
+func TestCallWithoutArgumentsSendsAnObject(t *testing.T) {
+	t.Parallel()
+	s := mcp.NewServer(&mcp.Implementation{Name: "clock", Version: "1"}, nil)
+	var got atomic.Value
+	s.AddTool(&mcp.Tool{Name: "now", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			got.Store(string(req.Params.Arguments))
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"t": "12:03"}}, nil
+		})
+	httpSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(httpSrv.Close)
+	ctx, c := context.Background(), client()
+	srv := mcptool.Server{Name: "clock", URL: httpSrv.URL}
+	defs, err := c.Definitions(ctx, srv, []string{"now"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctx, srv, mcptool.Call{Tool: "now", Fingerprint: defs["now"].Fingerprint()})
+	if err != nil || string(res.Output) != `{"t":"12:03"}` {
+		t.Errorf("now() = %s, %v", res.Output, err)
+	}
+	if args, _ := got.Load().(string); args != "{}" {
+		t.Errorf("the tool got arguments %q, want {}", args)
+	}
+}
+
+// TestResultWithoutContentIsAnEmptyList: a server that sends a result with
+// no content (nor structured content) gives the handler {"content": []},
+// never null.
+func TestResultWithoutContentIsAnEmptyList(t *testing.T) {
+	t.Parallel()
+	url := fakeServer(t, func(method string) (int, string) {
+		switch method {
+		case "tools/list":
+			return http.StatusOK, `{"tools":[{"name":"ping","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			return http.StatusOK, `{}`
+		}
+		return 0, ""
+	})
+	ctx, c := context.Background(), client()
+	srv := mcptool.Server{Name: "s", URL: url}
+	defs, err := c.Definitions(ctx, srv, []string{"ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(ctx, srv, mcptool.Call{Tool: "ping", Fingerprint: defs["ping"].Fingerprint()})
+	if err != nil || string(res.Output) != `{"content":[]}` || res.IsError || res.Text != "" {
+		t.Errorf("ping() = %+v (%s), %v; want {\"content\":[]}", res, res.Output, err)
+	}
+}
+
+// TestCancelledCallIsNotUnavailable: a call its caller cancels while the
+// server works is the cancellation, not a retryable *UnavailableError (the
+// engine tells a timed-out tool from a server that is down by it).
+func TestCancelledCallIsNotUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	url := fakeServer(t, func(method string) (int, string) {
+		switch method {
+		case "tools/list":
+			return http.StatusOK, `{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			cancel()
+			<-release
+			return http.StatusServiceUnavailable, ""
+		}
+		return 0, ""
+	})
+	t.Cleanup(func() { close(release) }) // before the server closes: cleanups run last first
+	srv := mcptool.Server{Name: "s", URL: url}
+	defs, err := client().Definitions(ctx, srv, []string{"slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client().Call(ctx, srv, mcptool.Call{Tool: "slow", Fingerprint: defs["slow"].Fingerprint()})
+	var ue *mcptool.UnavailableError
+	if errors.As(err, &ue) || !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v (%#v), want the cancellation", err, ue)
+	}
+}
+
+// TestTransportFailuresSayWhatHappened: the first failure the transport saw
+// is the one reported (not one closing the session after it), and a 404 for
+// a session the server no longer knows does not blame the URL.
+func TestTransportFailuresSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := fakeServer(t, func(method string) (int, string) {
+		switch method {
+		case "tools/list":
+			return http.StatusServiceUnavailable, ""
+		case "DELETE":
+			return http.StatusUnauthorized, ""
+		}
+		return 0, ""
+	})
+	_, err := client().Definitions(ctx, mcptool.Server{Name: "s", URL: url}, []string{"echo"})
+	var ue *mcptool.UnavailableError
+	if !errors.As(err, &ue) || ue.Status != http.StatusServiceUnavailable || !ue.Retryable {
+		t.Errorf("tools/list answered 503, closing 401: err = %v (%#v), want the 503, retryable", err, ue)
+	}
+	url = fakeServer(t, func(string) (int, string) { return http.StatusNotFound, "" })
+	_, err = client().Definitions(ctx, mcptool.Server{Name: "s", URL: url}, []string{"echo"})
+	if err == nil || strings.Contains(err.Error(), "is url its MCP endpoint?") || !strings.HasPrefix(err.Error(), "MCP server s ("+url+")") {
+		t.Errorf("a 404 for the session: err = %v, want one that does not blame the URL", err)
 	}
 }
