@@ -23,7 +23,9 @@ type PackOptions struct {
 // Pack bundles a source entry point (.js, .mjs, .ts, with relative imports
 // and node_modules dependencies) into one self-contained ESM file, as
 // `stead deploy` uploads it. Node builtins and packages that are not
-// installed are refused with file:line.
+// installed are refused with file:line. Errors are *Error naming files
+// relative to the entry's folder, Root or not (the CLI rebases them onto
+// stead.json's folder); stacks, through the map, are relative to Root.
 func Pack(ctx context.Context, entry string, o PackOptions) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -128,7 +128,7 @@ func TestLoadRefusesBadBundles(t *testing.T) {
 		{"top-level await", "export const a = 1;\nexport const b = await Promise.resolve(2);\n",
 			bundle.CodeTopLevelAwait, "handlers.mjs:2:", "top-level await is not supported"},
 		{"node builtin", "\nimport fs from 'fs';\nexport function f() { return fs }\n",
-			bundle.CodeUnresolvedImport, "handlers.mjs:2:", `"fs"`},
+			bundle.CodeUnresolvedImport, "handlers.mjs:2:", `: unresolved import "fs"; a deployed bundle must be self-contained`},
 		{"file on the server", "import s from " + fmt.Sprintf("%q", secret) + ";\nexport const leak = s;\n",
 			bundle.CodeUnresolvedImport, "handlers.mjs:1:", "self-contained"},
 		{"dynamic import", "export async function f() { return import('./x.js') }\n",
@@ -223,6 +223,15 @@ export async function sum() {
 	}
 	if v.ToInteger() != 6 {
 		t.Errorf("sum = %v, want 6", v)
+	}
+	// A regular expression flag goja lacks fails the function using it,
+	// when called, not the whole bundle at load.
+	b = mustLoad(t, bundle.NewCompiler(bundle.Options{}), "export function one() { return 1 }\nexport function at() { return /b/d }\n")
+	if v, _, err := run(t, b, "one"); err != nil || v.ToInteger() != 1 {
+		t.Errorf("one() = %v, %v", v, err)
+	}
+	if _, _, err := run(t, b, "at"); err == nil || !strings.Contains(err.Error(), "Invalid flags") {
+		t.Errorf("at() = %v, want goja's invalid flags error", err)
 	}
 }
 
@@ -416,9 +425,13 @@ func TestExportsListedInAnotherProcess(t *testing.T) {
 // another process listed finds each by name, whatever their order.
 func TestCompileSortsTheExportsItIsGiven(t *testing.T) {
 	t.Parallel()
-	b, err := bundle.Compile("handlers.mjs", []byte("export function b() {}\nexport function a() {}\n"), []bundle.Export{{"b", true}, {"a", true}})
+	given := []bundle.Export{{"b", true}, {"a", true}}
+	b, err := bundle.Compile("handlers.mjs", []byte("export function b() {}\nexport function a() {}\n"), given)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if given[0].Name != "b" {
+		t.Errorf("Compile reordered the caller's exports: %v", given)
 	}
 	for _, name := range []string{"a", "b"} {
 		if _, ok := b.Export(name); !ok {
@@ -469,6 +482,37 @@ func TestCacheHoldsSixtyFourByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestGoPanicAtTheTopLevelIsTheBundlesError: a host function that panics
+// while the top level runs fails the load with the panic, not the process.
+func TestGoPanicAtTheTopLevelIsTheBundlesError(t *testing.T) {
+	t.Parallel()
+	c := bundle.NewCompiler(bundle.Options{Setup: func(vm *goja.Runtime) error {
+		return vm.Set("configure", func() { panic("host bug") })
+	}})
+	_, err := load(t, c, "configure();\nexport const a = 1;\n")
+	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs", "top-level code panicked: host bug")
+}
+
+// TestRuntimeNamesGoFieldsByTheirJSONTags: a Go value handed to bundle
+// code shows its fields as its JSON does, and its methods lower-cased.
+func TestRuntimeNamesGoFieldsByTheirJSONTags(t *testing.T) {
+	t.Parallel()
+	vm := bundle.NewRuntime()
+	if err := vm.Set("order", order{ID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := vm.RunString("order.orderId + ' ' + order.label() + ' ' + typeof order.ID")
+	if err != nil || v.String() != "o-1 order o-1 undefined" {
+		t.Errorf("order as JS = %v, %v", v, err)
+	}
+}
+
+type order struct {
+	ID string `json:"orderId"`
+}
+
+func (o order) Label() string { return "order " + o.ID }
 
 // TestSetupFailureIsReported: a runtime Setup could not prepare fails the
 // load with Setup's error, which is not the bundle's.

@@ -2,6 +2,7 @@ package bundle_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,33 @@ func TestDeployErrorsNameTheSources(t *testing.T) {
 	wantError(t, err, bundle.CodeEvaluation, "lib/boot.ts:3:9: ", "boot failed in prod")
 	if be, _ := bundle.AsError(err); be.File != "lib/boot.ts" || be.Line != 3 || be.Column != 9 {
 		t.Errorf("position = %s:%d:%d, want lib/boot.ts:3:9", be.File, be.Line, be.Column)
+	}
+}
+
+// TestDeployErrorsReadTheMapAtTheirColumn: an error's one-based column is
+// looked up in the bundle's map as the zero-based column it is, so an
+// error at a token where the map changes source names the right one.
+func TestDeployErrorsReadTheMapAtTheirColumn(t *testing.T) {
+	t.Parallel()
+	// Bundle line 1, zero-based column 15 ("fs" after from) maps to a.ts:1:1,
+	// column 16 to b.ts:5:1.
+	sm := `{"version":3,"sources":["a.ts","b.ts"],"names":[],"mappings":"eAAA,CCIA"}`
+	esm := "import fs from \"fs\";\nexport function f() { return fs }\n" +
+		"//# sourceMappingURL=data:application/json;base64," + base64.StdEncoding.EncodeToString([]byte(sm)) + "\n"
+	_, err := load(t, bundle.NewCompiler(bundle.Options{}), esm)
+	wantError(t, err, bundle.CodeUnresolvedImport, "a.ts:1:1: ", `"fs"`)
+}
+
+// TestDamagedMapIsNotUsed: a bundle whose map is not valid base64 keeps
+// its errors' positions in the bundle rather than half-reading the map.
+func TestDamagedMapIsNotUsed(t *testing.T) {
+	t.Parallel()
+	dir := writeSources(t, map[string]string{"await.ts": "const a: number = 1;\n\nexport const b = await Promise.resolve(a);\n"})
+	esm := strings.TrimSuffix(string(pack(t, filepath.Join(dir, "await.ts"), bundle.PackOptions{Root: dir})), "\n") + "!\n"
+	_, err := load(t, bundle.NewCompiler(bundle.Options{}), esm)
+	wantError(t, err, bundle.CodeTopLevelAwait, "handlers.mjs:", "top-level await is not supported")
+	if strings.Contains(err.Error(), "await.ts") {
+		t.Errorf("error %q names the sources through a damaged map", err)
 	}
 }
 
