@@ -294,9 +294,10 @@ func (c *Client) session(ctx context.Context, srv Server, f func(*mcp.ClientSess
 	if err != nil {
 		return obs.explain(srv, fmt.Errorf("connect: %w", err))
 	}
-	err = f(cs, obs)
-	_ = cs.Close()
-	if err != nil {
+	// Closed after f's failure is explained: one closing the session (a
+	// server answering DELETE with 501) is not why f failed.
+	defer func() { _ = cs.Close() }()
+	if err := f(cs, obs); err != nil {
 		var (
 			me *MissingError
 			ce *ChangedError

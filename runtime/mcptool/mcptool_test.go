@@ -520,8 +520,9 @@ func TestMissingAndChangedErrorsSayWhatHappened(t *testing.T) {
 // fakeServer is an MCP server over plain JSON responses that opens a
 // session on initialize and answers every other request as answer says:
 // for a JSON-RPC method (or "DELETE", closing the session), an HTTP status
-// and, for 200, the result; status 0 accepts a notification or the DELETE.
-func fakeServer(t *testing.T, answer func(method string) (status int, result string)) string {
+// and, for 200, the response's result or error member ("result":{…});
+// status 0 accepts a notification or the DELETE.
+func fakeServer(t *testing.T, answer func(method string) (status int, member string)) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -539,7 +540,7 @@ func fakeServer(t *testing.T, answer func(method string) (status int, result str
 			}
 			method = req.Method
 		}
-		status, result := http.StatusOK, fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`, req.Params.ProtocolVersion)
+		status, member := http.StatusOK, fmt.Sprintf(`"result":{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`, req.Params.ProtocolVersion)
 		switch method {
 		case "server/discover": // a revision this server predates
 			w.Header().Set("Content-Type", "application/json")
@@ -548,7 +549,7 @@ func fakeServer(t *testing.T, answer func(method string) (status int, result str
 		case "initialize":
 			w.Header().Set("Mcp-Session-Id", "session-1")
 		default:
-			status, result = answer(method)
+			status, member = answer(method)
 		}
 		switch {
 		case status == 0:
@@ -557,7 +558,7 @@ func fakeServer(t *testing.T, answer func(method string) (status int, result str
 			http.Error(w, http.StatusText(status), status)
 		default:
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, result)
+			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, req.ID, member)
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -638,9 +639,9 @@ func TestResultWithoutContentIsAnEmptyList(t *testing.T) {
 	url := fakeServer(t, func(method string) (int, string) {
 		switch method {
 		case "tools/list":
-			return http.StatusOK, `{"tools":[{"name":"ping","inputSchema":{"type":"object"}}]}`
+			return http.StatusOK, `"result":{"tools":[{"name":"ping","inputSchema":{"type":"object"}}]}`
 		case "tools/call":
-			return http.StatusOK, `{}`
+			return http.StatusOK, `"result":{}`
 		}
 		return 0, ""
 	})
@@ -666,7 +667,7 @@ func TestCancelledCallIsNotUnavailable(t *testing.T) {
 	url := fakeServer(t, func(method string) (int, string) {
 		switch method {
 		case "tools/list":
-			return http.StatusOK, `{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]}`
+			return http.StatusOK, `"result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]}`
 		case "tools/call":
 			cancel()
 			<-release
@@ -688,28 +689,54 @@ func TestCancelledCallIsNotUnavailable(t *testing.T) {
 }
 
 // TestTransportFailuresSayWhatHappened: the first failure the transport saw
-// is the one reported (not one closing the session after it), and a 404 for
-// a session the server no longer knows does not blame the URL.
+// is the one reported (a 408, not its error page being over the limit), and
+// a 404 for a session the server no longer knows does not blame the URL.
 func TestTransportFailuresSayWhatHappened(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := fakeServer(t, func(method string) (int, string) {
-		switch method {
-		case "tools/list":
-			return http.StatusServiceUnavailable, ""
-		case "DELETE":
-			return http.StatusUnauthorized, ""
-		}
-		return 0, ""
-	})
-	_, err := client().Definitions(ctx, mcptool.Server{Name: "s", URL: url}, []string{"echo"})
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, strings.Repeat("slow ", 1<<10), http.StatusRequestTimeout)
+	}))
+	t.Cleanup(busy.Close)
+	c := mcptool.New(mcptool.Options{Egress: egress.Policy{Allow: egress.Loopback}, MaxResponse: 1 << 10})
+	_, err := c.Definitions(ctx, mcptool.Server{Name: "s", URL: busy.URL}, []string{"echo"})
 	var ue *mcptool.UnavailableError
-	if !errors.As(err, &ue) || ue.Status != http.StatusServiceUnavailable || !ue.Retryable {
-		t.Errorf("tools/list answered 503, closing 401: err = %v (%#v), want the 503, retryable", err, ue)
+	if !errors.As(err, &ue) || ue.Status != http.StatusRequestTimeout || !ue.Retryable {
+		t.Errorf("a 408 with a 5 KiB page: err = %v (%#v), want the 408, retryable", err, ue)
 	}
-	url = fakeServer(t, func(string) (int, string) { return http.StatusNotFound, "" })
+	url := fakeServer(t, func(string) (int, string) { return http.StatusNotFound, "" })
 	_, err = client().Definitions(ctx, mcptool.Server{Name: "s", URL: url}, []string{"echo"})
 	if err == nil || strings.Contains(err.Error(), "is url its MCP endpoint?") || !strings.HasPrefix(err.Error(), "MCP server s ("+url+")") {
 		t.Errorf("a 404 for the session: err = %v, want one that does not blame the URL", err)
+	}
+}
+
+// TestAFailureClosingTheSessionDoesNotExplainTheCall: a call the server
+// refused (a JSON-RPC error) is reported as that, not as the server being
+// unavailable because closing the session afterwards failed (a server that
+// answers DELETE with 501 Not Implemented).
+func TestAFailureClosingTheSessionDoesNotExplainTheCall(t *testing.T) {
+	t.Parallel()
+	url := fakeServer(t, func(method string) (int, string) {
+		switch method {
+		case "tools/list":
+			return http.StatusOK, `"result":{"tools":[{"name":"ping","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			return http.StatusOK, `"error":{"code":-32602,"message":"unknown argument: color"}`
+		case "DELETE":
+			return http.StatusNotImplemented, ""
+		}
+		return 0, ""
+	})
+	ctx, c := context.Background(), client()
+	srv := mcptool.Server{Name: "s", URL: url}
+	defs, err := c.Definitions(ctx, srv, []string{"ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Call(ctx, srv, mcptool.Call{Tool: "ping", Arguments: json.RawMessage(`{"color":"red"}`), Fingerprint: defs["ping"].Fingerprint()})
+	var ue *mcptool.UnavailableError
+	if errors.As(err, &ue) || err == nil || !strings.Contains(err.Error(), "unknown argument: color") {
+		t.Errorf("err = %v (%#v), want the server's refusal of the call", err, ue)
 	}
 }
