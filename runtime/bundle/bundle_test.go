@@ -163,6 +163,17 @@ func TestTopLevelLoopIsStopped(t *testing.T) {
 	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs", "deadline exceeded")
 }
 
+// TestLoadStopsTheTopLevelWhenCancelled: a deploy cancelled while its
+// bundle's top level runs stops it then, not at EvalTimeout.
+func TestLoadStopsTheTopLevelWhenCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := bundle.NewCompiler(bundle.Options{EvalTimeout: 10 * time.Second})
+	_, err := c.Load(ctx, "handlers.mjs", []byte("export const a = 1;\nwhile (true) {}\n"))
+	wantError(t, err, bundle.CodeEvaluation, "handlers.mjs", "context canceled")
+}
+
 func TestSetupPreparesTheEvaluatingRuntime(t *testing.T) {
 	t.Parallel()
 	c := bundle.NewCompiler(bundle.Options{Setup: func(vm *goja.Runtime) error {
