@@ -138,6 +138,11 @@ func checkExchange(t testing.TB, x exchange) {
 	}
 }
 
+// zeroTime is Go's zero time.Time as JSON. No field of the API means it:
+// a time that is not set is left out (omitzero), and a schema's
+// date-time format would take the zero value as valid.
+var zeroTime = []byte(`"0001-01-01T00:00:00Z"`)
+
 func (c *contract) problems(x exchange) []string {
 	tmpl := c.route(x.req.URL.EscapedPath())
 	op, ok := c.doc.Paths[tmpl][strings.ToLower(x.req.Method)]
@@ -203,6 +208,9 @@ func (c *contract) problems(x exchange) []string {
 		}
 	}
 
+	if bytes.Contains(x.body, zeroTime) {
+		out = append(out, "response: a zero time ("+string(zeroTime)+"), which stands for an unset one: the API leaves unset fields out (body "+string(x.body)+")")
+	}
 	hr := &http.Response{StatusCode: x.status, Header: x.header, Body: io.NopCloser(bytes.NewReader(x.body)), Request: req}
 	if ok, errs := c.v.ValidateHttpResponse(req, hr); !ok {
 		for _, e := range errs {

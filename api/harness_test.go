@@ -454,6 +454,9 @@ func checkStreamMessage(t testing.TB, ev sseEvent, data []byte) {
 	if err := s.CheckMessage(ev.id, ev.event, data); err != nil {
 		t.Errorf("an event stream message the OpenAPI document does not describe: %v", err)
 	}
+	if bytes.Contains(data, zeroTime) {
+		t.Errorf("an event stream message with a zero time, which stands for an unset one: %s", data)
+	}
 }
 
 var eventSchemas = sync.OnceValues(func() (*eventschema.Schemas, error) { return eventschema.Load(api.OpenAPI) })
