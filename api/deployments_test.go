@@ -153,13 +153,14 @@ func TestDeployBundleTooLarge(t *testing.T) {
 }
 
 // GET /v1/agents describes model and agent steps and the models, never a
-// model's API key (only the variable that holds it).
+// model's API key (only the variable that holds it). A price of 0 (a
+// model whose input is free) is shown as 0, not left out.
 func TestAgentsDescribeModelSteps(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	cfg := `{
   "models": { "default": { "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1", "model": "small",
-                           "apiKeyEnv": "GATEWAY_KEY", "prices": { "input": 0.15, "output": 0.6 } } },
+                           "apiKeyEnv": "GATEWAY_KEY", "prices": { "input": 0, "output": 0.6 } } },
   "agents": { "triage": {
     "tools": { "listOrders": { "effect": "read" } },
     "steps": [
