@@ -185,8 +185,9 @@ func messagesError(msgs []api.Message, dir string, pos *positions) error {
 			e.Code = CodeTopLevelAwait
 			e.Message = "top-level await is not supported; move the await into a handler"
 		case strings.Contains(m.Text, errUnresolved.Error()):
+			// Our plugin's refusal (esbuild names the plugin in PluginName, not in Text).
 			e.Code = CodeUnresolvedImport
-			e.Message = strings.TrimPrefix(m.Text, "[stead-self-contained] ") +
+			e.Message = m.Text +
 				"; a deployed bundle must be self-contained: bundle dependencies with `stead deploy` (Node builtins such as fs are not available)"
 		case strings.HasPrefix(m.Text, "Could not resolve"):
 			e.Code = CodeUnresolvedImport
