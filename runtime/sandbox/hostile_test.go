@@ -198,3 +198,30 @@ func TestGrowthEndsInMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+// A top level that grows without end once deployed (one that behaved when
+// its exports were listed: its source is swapped here) runs in the worker
+// at its first call, under that call's limits: the call fails
+// memory-limit, not sandbox-crashed, and is not retried.
+func TestTopLevelGrowthEndsInMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		opts    sandbox.Options
+		message string
+	}{
+		{"the VM's limit", sandbox.Options{MemoryLimit: 32 << 20}, "32.0 MiB"},
+		{"the parent's kill", sandbox.Options{WorkerMemory: 96 << 20}, "96.0 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := load(t, `export async function h() { return "ok"; }`)
+			b.Source = []byte(`const keep = []; for (;;) keep.push("x".repeat(1 << 20) + keep.length); export async function h() { return "ok"; }`)
+			p := newPool(t, tc.opts)
+			_, e := invoke(t, p, b, time.Minute, jsvm.Invocation{Export: "h"})
+			if e == nil || e.Code != jsvm.CodeMemory || e.Retryable || !strings.Contains(e.Message, tc.message) {
+				t.Fatalf("want memory-limit naming %s, not retryable; got %+v", tc.message, e)
+			}
+		})
+	}
+}
