@@ -674,7 +674,8 @@ func TestEndpointHealthAfterAConcurrentWrite(t *testing.T) {
 	}
 }
 
-// Run without an Interval looks every second; it returns when ctx ends.
+// Run without an Interval uses its default (a zero one would panic in
+// time.NewTicker); it returns when ctx ends.
 func TestRunWithoutAnInterval(t *testing.T) {
 	w := setup(t)
 	ctx, cancel := context.WithCancel(w.ctx)
